@@ -1,0 +1,71 @@
+/* ddp_info: the environment check to run first. Under mpirun -np N, rank 0 prints the library
+ * and MPI versions, thread level, world size, nodes, and one line per rank (host, local rank,
+ * GPU); exit code 0 when init and a barrier succeed. */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app_check.h"
+#include "ddp.h"
+
+static const char *level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    default: return "?";
+  }
+}
+
+int main(int argc, char **argv) {
+  ddp_comm_t comm;
+  APP_CHECK(ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm));
+  ddp_comm_info_t info;
+  APP_CHECK(ddp_comm_info(&comm, &info));
+  MPI_Comm world;
+  APP_CHECK(ddp_comm_mpi(&comm, DDP_COMM_WORLD, &world));
+
+  /* One fixed-size row per rank, gathered to rank 0 so the table prints in rank order. */
+  enum { ROW = 160 };
+  char row[ROW];
+  char gpu[32];
+  if (info.device >= 0) snprintf(gpu, sizeof gpu, "%d of %d", info.device, info.gpu_count);
+  else snprintf(gpu, sizeof gpu, "none (host mode)");
+  snprintf(row, sizeof row, "%5d  %-24.24s %5d  %5d/%-5d %7d  %s", info.rank, info.host, info.node,
+           info.local_rank, info.local_size, (int)getpid(), gpu);
+  static char all_rows[ROW * 64];
+  char *rows = info.size <= 64 ? all_rows : NULL;
+  int rc = MPI_Gather(row, ROW, MPI_CHAR, rows, ROW, MPI_CHAR, 0, world);
+  if (rc != MPI_SUCCESS) {
+    fprintf(stderr, "ddp_info: MPI_Gather failed\n");
+    return 1;
+  }
+
+  if (info.rank == 0) {
+    char mpiver[256];
+    APP_CHECK(ddp_mpi_library_version(mpiver, sizeof mpiver));
+    printf("# mpiddp %s (CUDA %s, NCCL %s)\n", ddp_version(), DDP_HAVE_CUDA ? "built" : "not built",
+           DDP_HAVE_NCCL ? "built" : "not built");
+    printf("# MPI library      : %s\n", mpiver);
+    printf("# thread level     : %s%s\n", level_name(info.thread_level),
+           info.thread_level < MPI_THREAD_MULTIPLE ? " (MPI calls kept on one thread)" : "");
+    printf("# world size       : %d\n", info.size);
+    printf("# nodes            : %d%s\n", info.nodes, info.virtual_nodes ? " (virtual: DDP_RANKS_PER_NODE)" : "");
+    printf("# shared memory    : %s\n", info.shm ? "yes (MPI_Win_allocate_shared works)" : "no");
+    printf("# CUDA-aware MPI   : %s (%s)\n", info.cuda_aware ? "yes" : "no", info.cuda_aware_reason);
+    printf("# NCCL             : %s\n", info.nccl ? "yes" : "no");
+    printf("#\n#    rank  host                      node  local/size    pid  gpu\n");
+    if (info.size <= 64)
+      for (int r = 0; r < info.size; r++) printf("   %s\n", all_rows + (size_t)r * ROW);
+    else
+      printf("   (%d ranks: per-rank table shown for up to 64)\n", info.size);
+  }
+  if (MPI_Barrier(world) != MPI_SUCCESS) {
+    fprintf(stderr, "ddp_info: barrier failed\n");
+    return 1;
+  }
+  if (info.rank == 0) printf("# init and barrier: OK\n");
+  APP_CHECK(ddp_finalize(&comm));
+  return 0;
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what mpiddp needs to build and test on Debian 12. Idempotent; run as root.
+set -euo pipefail
+
+pkgs=(build-essential cmake pkg-config python3
+      openmpi-bin libopenmpi-dev libopenblas-dev zlib1g-dev
+      dataset-fashion-mnist slurm-wlm munge gnuplot-nox
+      clang libclang-rt-14-dev procps time)
+
+missing=()
+for p in "${pkgs[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "ci/setup.sh: all packages present (${#pkgs[@]} checked)"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "ci/setup.sh: missing packages: ${missing[*]}; run as root to install them" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# The slurm/munge package scripts may try to start services; our tests run their own daemons.
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "ci/setup.sh: installed ${missing[*]}"

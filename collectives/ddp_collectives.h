@@ -1,0 +1,84 @@
+/* Collectives: allreduce, broadcast, allgather, reduce-scatter, barrier; blocking and
+ * non-blocking; algorithms mpi, ring, rhd, shm, hier chosen by `auto` or by name. */
+#ifndef DDP_COLLECTIVES_H
+#define DDP_COLLECTIVES_H
+
+#include "ddp_runtime.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Pass as the send buffer for an in-place collective (send == recv also means in place). */
+#define DDP_IN_PLACE ((const void *)(intptr_t)-1)
+
+typedef struct ddp_request ddp_request_t;
+
+/* Per-call options; NULL means all defaults. Initialise with ddp_coll_opts_default(). */
+typedef struct ddp_coll_opts {
+  const char *algo; /* NULL or "auto": selection table; else "mpi", "ring", "rhd", "shm",
+                       "hier" (overrides DDP_ALLREDUCE_ALGO for this call) */
+  ddp_mem_t mem;    /* where the buffers live (DDP_MEM_HOST default) */
+  void *stream;     /* cudaStream_t the data is ordered on, for DDP_MEM_CUDA */
+  int tag;          /* caller's label for diagnostics (bucket index), -1 if none */
+} ddp_coll_opts_t;
+
+DDP_API ddp_status_t ddp_coll_opts_default(ddp_coll_opts_t *opts);
+
+/* Blocking collectives. Counts are in elements. For reduce-scatter `recv_count` is the count
+ * each rank receives (send holds size*recv_count); for allgather `send_count` is each rank's
+ * contribution (recv holds size*send_count). */
+DDP_API ddp_status_t ddp_allreduce(ddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                   ddp_dtype_t dtype, ddp_op_t op, const ddp_coll_opts_t *opts);
+DDP_API ddp_status_t ddp_broadcast(ddp_comm_t *comm, void *buf, size_t count, ddp_dtype_t dtype,
+                                   int root, const ddp_coll_opts_t *opts);
+DDP_API ddp_status_t ddp_allgather(ddp_comm_t *comm, const void *send, void *recv,
+                                   size_t send_count, ddp_dtype_t dtype,
+                                   const ddp_coll_opts_t *opts);
+DDP_API ddp_status_t ddp_reduce_scatter(ddp_comm_t *comm, const void *send, void *recv,
+                                        size_t recv_count, ddp_dtype_t dtype, ddp_op_t op,
+                                        const ddp_coll_opts_t *opts);
+DDP_API ddp_status_t ddp_barrier(ddp_comm_t *comm);
+
+/* Non-blocking versions: they return at once with *req set; the communicator's progress
+ * engine moves them forward without the caller polling. Buffers must stay valid until the
+ * request completes. */
+DDP_API ddp_status_t ddp_iallreduce(ddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                    ddp_dtype_t dtype, ddp_op_t op, const ddp_coll_opts_t *opts,
+                                    ddp_request_t **req);
+DDP_API ddp_status_t ddp_ibroadcast(ddp_comm_t *comm, void *buf, size_t count, ddp_dtype_t dtype,
+                                    int root, const ddp_coll_opts_t *opts, ddp_request_t **req);
+DDP_API ddp_status_t ddp_iallgather(ddp_comm_t *comm, const void *send, void *recv,
+                                    size_t send_count, ddp_dtype_t dtype,
+                                    const ddp_coll_opts_t *opts, ddp_request_t **req);
+DDP_API ddp_status_t ddp_ireduce_scatter(ddp_comm_t *comm, const void *send, void *recv,
+                                         size_t recv_count, ddp_dtype_t dtype, ddp_op_t op,
+                                         const ddp_coll_opts_t *opts, ddp_request_t **req);
+DDP_API ddp_status_t ddp_ibarrier(ddp_comm_t *comm, ddp_request_t **req);
+
+/* *done = 1 once complete; then the request is freed and *req set to NULL, and the
+ * collective's own status is returned. */
+DDP_API ddp_status_t ddp_test(ddp_request_t **req, int *done);
+/* Waits, frees the request, sets *req = NULL; returns the collective's status. Waiting on a
+ * NULL request (for instance one already waited) is DDP_EINVAL. */
+DDP_API ddp_status_t ddp_wait(ddp_request_t **req);
+/* Waits for all; NULL entries are skipped; returns the first failure. */
+DDP_API ddp_status_t ddp_waitall(size_t n, ddp_request_t **reqs);
+
+/* Node-shared memory pool: buffers that peers on the node can read directly, so the shm
+ * algorithm needs no copy-in. Collective over the node (every rank of the node calls it with
+ * the same size, in the same order). */
+DDP_API ddp_status_t ddp_alloc(ddp_comm_t *comm, size_t bytes, void **ptr);
+DDP_API ddp_status_t ddp_free(ddp_comm_t *comm, void *ptr);
+
+/* Names of the allreduce algorithms, NULL-terminated ("auto" first). */
+DDP_API const char *const *ddp_allreduce_algos(void);
+/* What `auto` (or the forced name) would run for this call; *name stays valid forever. */
+DDP_API ddp_status_t ddp_allreduce_choice(ddp_comm_t *comm, const void *buf, size_t count,
+                                          ddp_dtype_t dtype, const ddp_coll_opts_t *opts,
+                                          const char **name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DDP_COLLECTIVES_H */

@@ -1,0 +1,356 @@
+/* The communicator: MPI start-up or adoption, the world/node/cross-node communicators,
+ * virtual nodes (DDP_RANKS_PER_NODE), logging, timeline and the hooks of the other layers. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ddp_internal.h"
+
+DDP_HIDDEN ddp_status_t ddp__device_probe(ddp__comm_t *c); /* device_probe.c */
+
+static const char *getenv_adapter(const char *name, void *ctx) {
+  (void)ctx;
+  return getenv(name);
+}
+
+static const char *thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    default: return "unknown";
+  }
+}
+
+/* Every rank learns whether any rank failed, so no rank walks into the next collective
+ * alone. Returns the local status, or DDP_EMISMATCH naming the failure elsewhere. */
+static ddp_status_t agree(MPI_Comm comm, ddp_status_t st, const char *phase) {
+  int mine = (st != DDP_OK), any = 0;
+  int rc = MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm);
+  if (rc != MPI_SUCCESS) return ddp__mpi_error(rc, "MPI_Allreduce (init agreement)");
+  if (st != DDP_OK) return st;
+  if (any) return ddp__error(DDP_EMISMATCH, "%s failed on another rank (see its message)", phase);
+  return DDP_OK;
+}
+
+ddp_status_t ddp__comm_get(const ddp_comm_t *comm, const char *argname, ddp__comm_t **impl) {
+  if (comm == NULL) return ddp__error(DDP_EINVAL, "%s is NULL", argname);
+  if (comm->magic_ == DDP__COMM_CLOSED)
+    return ddp__error(DDP_ESTATE, "%s was destroyed (ddp_comm_destroy/ddp_finalize called)", argname);
+  if (comm->magic_ != DDP__COMM_MAGIC || comm->impl_ == NULL)
+    return ddp__error(DDP_EINVAL, "%s (%p) is not an initialised communicator", argname, (const void *)comm);
+  *impl = comm->impl_;
+  return DDP_OK;
+}
+
+void ddp__comm_retain(ddp__comm_t *c) { atomic_fetch_add(&c->users, 1); }
+void ddp__comm_release(ddp__comm_t *c) { atomic_fetch_sub(&c->users, 1); }
+
+static void free_comms(ddp__comm_t *c) {
+  if (c->cross != MPI_COMM_NULL) MPI_Comm_free(&c->cross);
+  if (c->node != MPI_COMM_NULL) MPI_Comm_free(&c->node);
+  if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
+}
+
+/* Node-local and cross-node communicators; virtual nodes of k consecutive ranks when asked. */
+static ddp_status_t build_topology(ddp__comm_t *c) {
+  int k = c->cfg.ranks_per_node;
+  if (k > 0) {
+    DDP_MPI(MPI_Comm_split(c->world, c->rank / k, c->rank, &c->node));
+    c->virtual_nodes = 1;
+  } else {
+    DDP_MPI(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &c->node));
+  }
+  MPI_Comm_set_errhandler(c->node, MPI_ERRORS_RETURN);
+  DDP_MPI(MPI_Comm_rank(c->node, &c->local_rank));
+  DDP_MPI(MPI_Comm_size(c->node, &c->local_size));
+  DDP_MPI(MPI_Comm_split(c->world, c->local_rank, c->rank, &c->cross));
+  MPI_Comm_set_errhandler(c->cross, MPI_ERRORS_RETURN);
+  /* Node index and count as seen by the node leaders, shared with their node. */
+  int info[2] = {0, 0};
+  if (c->local_rank == 0) {
+    DDP_MPI(MPI_Comm_rank(c->cross, &info[0]));
+    DDP_MPI(MPI_Comm_size(c->cross, &info[1]));
+  }
+  DDP_MPI(MPI_Bcast(info, 2, MPI_INT, 0, c->node));
+  c->node_id = info[0];
+  c->nodes = info[1];
+  return DDP_OK;
+}
+
+/* Can the node's ranks map each other's memory? Tried once with a tiny window. */
+static void probe_shm(ddp__comm_t *c) {
+  MPI_Win win = MPI_WIN_NULL;
+  void *base = NULL;
+  int ok = MPI_Win_allocate_shared(64, 1, MPI_INFO_NULL, c->node, &base, &win) == MPI_SUCCESS;
+  if (ok) MPI_Win_free(&win);
+  int all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->node);
+  c->shm_ok = all;
+}
+
+static ddp_status_t comm_create(MPI_Comm base, int mpi_owned, ddp_comm_t *comm) {
+  ddp__comm_t *c = calloc(1, sizeof *c);
+  int base_size = 0;
+  ddp_status_t st = DDP_OK;
+  if (!c) st = ddp__error(DDP_ENOMEM, "communicator: out of memory");
+  else {
+    c->world = c->node = c->cross = MPI_COMM_NULL;
+    c->mpi_owned = mpi_owned;
+    c->device = -1;
+    st = ddp__config_load(&c->cfg, getenv_adapter, NULL);
+  }
+  /* Agree before any further collective, so a bad value on one rank cannot strand the rest. */
+  st = agree(base, st, "reading DDP_* configuration");
+  if (st != DDP_OK) {
+    free(c);
+    return st;
+  }
+  (void)base_size;
+  int rc = MPI_Comm_dup(base, &c->world);
+  if (rc != MPI_SUCCESS) {
+    free(c);
+    return ddp__mpi_error(rc, "MPI_Comm_dup");
+  }
+  MPI_Comm_set_errhandler(c->world, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(c->world, &c->rank);
+  MPI_Comm_size(c->world, &c->size);
+  MPI_Query_thread(&c->thread_level);
+  c->mpi_serialized = c->thread_level < MPI_THREAD_MULTIPLE;
+  if (gethostname(c->host, sizeof c->host) != 0) strcpy(c->host, "unknown");
+  c->host[sizeof c->host - 1] = '\0';
+
+  st = build_topology(c);
+  if (st == DDP_OK) st = ddp__logger_open(&c->log, &c->cfg, c->rank, c->host);
+  int logger_open = (st == DDP_OK);
+  if (st == DDP_OK) st = ddp__timeline_open(&c->timeline, &c->cfg, c->rank);
+  st = agree(c->world, st, "communicator set-up (topology, DDP_DEBUG_FILE, DDP_TIMELINE)");
+  if (st != DDP_OK) goto fail;
+
+  probe_shm(c);
+  st = agree(c->world, ddp__device_probe(c), "device binding");
+  if (st != DDP_OK) goto fail;
+
+  int hooks = 0;
+  st = ddp__device_comm_init(c);
+  if (st == DDP_OK) hooks = 1, st = ddp__coll_comm_init(c);
+  if (st == DDP_OK) hooks = 2, st = ddp__guard_comm_init(c);
+  if (st == DDP_OK) hooks = 3;
+  st = agree(c->world, st, "layer initialisation");
+  if (st != DDP_OK) {
+    if (hooks >= 3) ddp__guard_comm_fini(c);
+    if (hooks >= 2) ddp__coll_comm_fini(c);
+    if (hooks >= 1) ddp__device_comm_fini(c);
+    goto fail;
+  }
+
+  if (c->mpi_serialized)
+    DDP_LOG(c, DDP_LOG_INFO, "MPI provides %s, not MPI_THREAD_MULTIPLE: every MPI call stays on one thread",
+            thread_level_name(c->thread_level));
+  if (c->rank == 0) {
+    char unknown[512];
+    ddp__config_unknown(unknown, sizeof unknown);
+    if (unknown[0]) DDP_LOG(c, DDP_LOG_WARN, "unknown DDP_* variables ignored: %s", unknown);
+    if (c->log.level >= DDP_LOG_INFO) {
+      char cfgtxt[1024];
+      ddp__config_format(&c->cfg, cfgtxt, sizeof cfgtxt);
+      DDP_LOG(c, DDP_LOG_INFO, "mpiddp %s: world %d, nodes %d%s, thread level %s; config: %s",
+              ddp_version(), c->size, c->nodes, c->virtual_nodes ? " (virtual)" : "",
+              thread_level_name(c->thread_level), cfgtxt);
+    }
+  }
+  if (c->device < 0)
+    DDP_LOG(c, DDP_LOG_INFO, "no GPU bound: host mode (%d device(s) visible)", c->gpu_count);
+  else
+    DDP_LOG(c, DDP_LOG_INFO, "bound to GPU %d of %d", c->device, c->gpu_count);
+  comm->impl_ = c;
+  comm->magic_ = DDP__COMM_MAGIC;
+  return DDP_OK;
+
+fail:
+  ddp__timeline_close(c->timeline);
+  if (logger_open) ddp__logger_close(&c->log);
+  free_comms(c);
+  free(c);
+  return st;
+}
+
+ddp_status_t ddp_comm_create(MPI_Comm base, ddp_comm_t *comm) {
+  DDP_CHECK_ARG(comm != NULL, "comm is NULL");
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (!init || fin)
+    return ddp__error(DDP_ESTATE, "MPI is %s: call ddp_init or MPI_Init_thread first",
+                      fin ? "already finalised" : "not initialised");
+  if (base == MPI_COMM_NULL) base = MPI_COMM_WORLD;
+  memset(comm, 0, sizeof *comm);
+  return comm_create(base, 0, comm);
+}
+
+ddp_status_t ddp_init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t *comm) {
+  DDP_CHECK_ARG(comm != NULL, "comm is NULL");
+  DDP_CHECK_ARG((argc == NULL) == (argv == NULL), "argc (%p) and argv (%p) must both be set or both NULL",
+                (void *)argc, (void *)argv);
+  int init = 0, fin = 0, provided = 0;
+  MPI_Finalized(&fin);
+  if (fin) return ddp__error(DDP_ESTATE, "MPI was already finalised; it cannot be initialised again");
+  MPI_Initialized(&init);
+  int owned = 0;
+  if (!init) {
+    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+    if (rc != MPI_SUCCESS) return ddp__mpi_error(rc, "MPI_Init_thread");
+    owned = 1;
+  }
+  if (base == MPI_COMM_NULL) base = MPI_COMM_WORLD;
+  memset(comm, 0, sizeof *comm);
+  ddp_status_t st = comm_create(base, owned, comm);
+  if (st != DDP_OK && owned) MPI_Finalize();
+  return st;
+}
+
+ddp_status_t ddp_comm_destroy(ddp_comm_t *comm) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  int busy = atomic_load(&c->users);
+  ddp_status_t st = busy ? ddp__error(DDP_EBUSY, "comm is still used by %d handle(s) (reducer, loader or request): destroy them first", busy)
+                         : DDP_OK;
+  st = agree(c->world, st, "ddp_comm_destroy");
+  if (st != DDP_OK) return st;
+  ddp__guard_comm_fini(c);
+  ddp__coll_comm_fini(c);
+  ddp__device_comm_fini(c);
+  ddp_status_t wst = ddp__timeline_write(c->timeline, c->world, 1);
+  ddp__timeline_close(c->timeline);
+  ddp__logger_close(&c->log);
+  free_comms(c);
+  free(c);
+  comm->impl_ = NULL;
+  comm->magic_ = DDP__COMM_CLOSED;
+  return wst;
+}
+
+ddp_status_t ddp_finalize(ddp_comm_t *comm) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  int owned = c->mpi_owned;
+  ddp_status_t st = ddp_comm_destroy(comm);
+  if (st == DDP_EBUSY || st == DDP_EMISMATCH) return st;
+  if (owned) {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) {
+      int rc = MPI_Finalize();
+      if (rc != MPI_SUCCESS && st == DDP_OK) st = ddp__mpi_error(rc, "MPI_Finalize");
+    }
+  }
+  return st;
+}
+
+ddp_status_t ddp_comm_info(const ddp_comm_t *comm, ddp_comm_info_t *info) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  DDP_CHECK_ARG(info != NULL, "info is NULL");
+  ddp_comm_info_t i;
+  memset(&i, 0, sizeof i);
+  i.rank = c->rank;
+  i.size = c->size;
+  i.local_rank = c->local_rank;
+  i.local_size = c->local_size;
+  i.node = c->node_id;
+  i.nodes = c->nodes;
+  i.virtual_nodes = c->virtual_nodes;
+  i.thread_level = c->thread_level;
+  i.mpi_owned = c->mpi_owned;
+  i.gpu_count = c->gpu_count;
+  i.device = c->device;
+  i.cuda_aware = c->cuda_aware;
+  i.nccl = DDP_HAVE_NCCL;
+  i.shm = c->shm_ok;
+  snprintf(i.host, sizeof i.host, "%s", c->host);
+  snprintf(i.cuda_aware_reason, sizeof i.cuda_aware_reason, "%s", c->cuda_aware_reason);
+  *info = i;
+  return DDP_OK;
+}
+
+ddp_status_t ddp_comm_rank(const ddp_comm_t *comm, int *rank) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  DDP_CHECK_ARG(rank != NULL, "rank is NULL");
+  *rank = c->rank;
+  return DDP_OK;
+}
+
+ddp_status_t ddp_comm_size(const ddp_comm_t *comm, int *size) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  DDP_CHECK_ARG(size != NULL, "size is NULL");
+  *size = c->size;
+  return DDP_OK;
+}
+
+ddp_status_t ddp_comm_mpi(const ddp_comm_t *comm, ddp_comm_kind_t kind, MPI_Comm *out) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  DDP_CHECK_ARG(out != NULL, "out is NULL");
+  switch (kind) {
+    case DDP_COMM_WORLD: *out = c->world; return DDP_OK;
+    case DDP_COMM_NODE: *out = c->node; return DDP_OK;
+    case DDP_COMM_CROSS: *out = c->cross; return DDP_OK;
+  }
+  return ddp__error(DDP_EINVAL, "kind %d is not a ddp_comm_kind_t (WORLD=0, NODE=1, CROSS=2)", (int)kind);
+}
+
+ddp_status_t ddp_mpi_library_version(char *buf, size_t bytes) {
+  DDP_CHECK_ARG(buf != NULL, "buf is NULL");
+  DDP_CHECK_ARG(bytes > 0, "bytes is 0");
+  char v[MPI_MAX_LIBRARY_VERSION_STRING];
+  int len = 0;
+  DDP_MPI(MPI_Get_library_version(v, &len));
+  /* Open MPI's string ends with a newline and may span lines: keep the first line. */
+  char *nl = strchr(v, '\n');
+  if (nl) *nl = '\0';
+  snprintf(buf, bytes, "%s", v);
+  return DDP_OK;
+}
+
+ddp_status_t ddp_abort(ddp_comm_t *comm, const char *reason) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  DDP_CHECK_ARG(reason != NULL, "reason is NULL");
+  fprintf(stderr, "%s mpiddp ABORT: %s\n", c->log.prefix, reason);
+  fflush(stderr);
+  ddp__timeline_write(c->timeline, c->world, 0);
+  return ddp__mpi_error(MPI_Abort(c->world, 1), "MPI_Abort");
+}
+
+ddp_status_t ddp_timeline_begin(ddp_comm_t *comm, const char *name, const char *cat, const char *args_json) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  DDP_CHECK_ARG(name != NULL, "name is NULL");
+  ddp__timeline_event(c->timeline, 'B', name, cat, args_json);
+  return DDP_OK;
+}
+
+ddp_status_t ddp_timeline_end(ddp_comm_t *comm, const char *name, const char *cat, const char *args_json) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  DDP_CHECK_ARG(name != NULL, "name is NULL");
+  ddp__timeline_event(c->timeline, 'E', name, cat, args_json);
+  return DDP_OK;
+}
+
+ddp_status_t ddp_timeline_instant(ddp_comm_t *comm, const char *name, const char *cat, const char *args_json) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  DDP_CHECK_ARG(name != NULL, "name is NULL");
+  ddp__timeline_event(c->timeline, 'i', name, cat, args_json);
+  return DDP_OK;
+}
+
+ddp_status_t ddp_timeline_flush(ddp_comm_t *comm) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  return ddp__timeline_write(c->timeline, c->world, 1);
+}

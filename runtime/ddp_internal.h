@@ -1,0 +1,161 @@
+/* Internal runtime interfaces shared by the library's layers (not installed).
+ * Naming: ddp__ prefix for internal symbols, hidden visibility. */
+#ifndef DDP_INTERNAL_H
+#define DDP_INTERNAL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "ddp_runtime.h"
+
+#define DDP_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- errors --------------------------------------------------------------------------- */
+/* Records `st` with a printf-style detail as this thread's last error and returns st. */
+DDP_HIDDEN ddp_status_t ddp__error(ddp_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Turns an MPI return code into DDP_EMPI with "what: <MPI error string>". DDP_OK for
+ * MPI_SUCCESS. */
+DDP_HIDDEN ddp_status_t ddp__mpi_error(int rc, const char *what);
+
+/* Argument checks inside public functions: record and return DDP_EINVAL. */
+#define DDP_CHECK_ARG(cond, ...)                      \
+  do {                                                \
+    if (!(cond)) return ddp__error(DDP_EINVAL, __VA_ARGS__); \
+  } while (0)
+/* Propagate a status up. */
+#define DDP_TRY(expr)                       \
+  do {                                      \
+    ddp_status_t ddp__st_ = (expr);         \
+    if (ddp__st_ != DDP_OK) return ddp__st_; \
+  } while (0)
+/* MPI call that returns DDP_EMPI with MPI's message on failure. */
+#define DDP_MPI(call)                                   \
+  do {                                                  \
+    int ddp__rc_ = (call);                              \
+    if (ddp__rc_ != MPI_SUCCESS) return ddp__mpi_error(ddp__rc_, #call); \
+  } while (0)
+
+/* ---- configuration (every DDP_* variable, read and validated in one place) ------------- */
+typedef enum { DDP__TRANSPORT_AUTO = 0, DDP__TRANSPORT_MPI, DDP__TRANSPORT_STAGED,
+               DDP__TRANSPORT_NCCL } ddp__transport_t;
+
+typedef struct ddp__config {
+  ddp_log_level_t debug;       /* DDP_DEBUG=NONE|WARN|INFO|TRACE (default WARN) */
+  char debug_file[256];        /* DDP_DEBUG_FILE, "" = stderr; %r rank, %h host, %p pid */
+  char timeline[256];          /* DDP_TIMELINE, "" = off; %r in the name = one file per rank */
+  int ranks_per_node;          /* DDP_RANKS_PER_NODE, 0 = real nodes */
+  int device;                  /* DDP_DEVICE, -1 = local_rank % ndev, -2 = "none" (host) */
+  int cuda_aware;              /* DDP_CUDA_AWARE, -1 = probe, 0, 1 */
+  char allreduce_algo[16];     /* DDP_ALLREDUCE_ALGO, "auto" default */
+  int device_emulate;          /* DDP_DEVICE_EMULATE 0|1 */
+  size_t staging_chunk;        /* DDP_STAGING_CHUNK bytes (K/M/G), default 4 MiB */
+  int staging_depth;           /* DDP_STAGING_DEPTH 2..4, default 3 */
+  ddp__transport_t transport;  /* DDP_TRANSPORT=auto|mpi|staged|nccl */
+  double timeout_s;            /* DDP_TIMEOUT_S > 0, default 600 */
+  int on_timeout_return;       /* DDP_ON_TIMEOUT=abort|return */
+  int check;                   /* DDP_CHECK 0|1 */
+} ddp__config_t;
+
+/* Looks up a variable; returns NULL when unset. */
+typedef const char *(*ddp__getenv_fn)(const char *name, void *ctx);
+
+DDP_HIDDEN void ddp__config_defaults(ddp__config_t *cfg);
+/* Reads every DDP_* variable through `get`; the first bad value is DDP_ECONFIG with a message
+ * naming the variable, its value and what is allowed. */
+DDP_HIDDEN ddp_status_t ddp__config_load(ddp__config_t *cfg, ddp__getenv_fn get, void *ctx);
+/* Same, from text of "NAME=VALUE" lines (used by the fuzzer and tests). */
+DDP_HIDDEN ddp_status_t ddp__config_parse_text(ddp__config_t *cfg, const char *text, size_t len);
+/* Writes the effective configuration, one "NAME=value" per line, into buf. */
+DDP_HIDDEN void ddp__config_format(const ddp__config_t *cfg, char *buf, size_t bytes);
+/* Parses "4M", "512k", "1G", "4096" (powers of 1024) into bytes. */
+DDP_HIDDEN ddp_status_t ddp__parse_size(const char *text, size_t *out);
+/* Names of unknown DDP_* variables in environ, comma-separated, for a warning. */
+DDP_HIDDEN void ddp__config_unknown(char *buf, size_t bytes);
+
+/* ---- logging --------------------------------------------------------------------------- */
+typedef struct ddp__logger {
+  ddp_log_level_t level;
+  FILE *fp;      /* stderr or the per-rank DDP_DEBUG_FILE */
+  int owns_fp;
+  char prefix[96]; /* "host:pid:rank" */
+  pthread_mutex_t mu;
+} ddp__logger_t;
+
+DDP_HIDDEN ddp_status_t ddp__logger_open(ddp__logger_t *lg, const ddp__config_t *cfg, int rank,
+                                         const char *host);
+DDP_HIDDEN void ddp__logger_close(ddp__logger_t *lg);
+DDP_HIDDEN void ddp__logv(ddp__logger_t *lg, ddp_log_level_t level, const char *fmt, va_list ap);
+DDP_HIDDEN void ddp__log(ddp__logger_t *lg, ddp_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- timeline -------------------------------------------------------------------------- */
+typedef struct ddp__timeline ddp__timeline_t;
+/* NULL *out when DDP_TIMELINE is unset. */
+DDP_HIDDEN ddp_status_t ddp__timeline_open(ddp__timeline_t **out, const ddp__config_t *cfg,
+                                           int rank);
+/* phase: 'B', 'E', 'i' (instant) or 'X' (complete, with dur_us). Thread-safe; t = now. */
+DDP_HIDDEN void ddp__timeline_event(ddp__timeline_t *tl, char phase, const char *name,
+                                    const char *cat, const char *args_json);
+/* Writes events: merged on rank 0 (collective over world) or this rank's own file. */
+DDP_HIDDEN ddp_status_t ddp__timeline_write(ddp__timeline_t *tl, MPI_Comm world, int collective);
+DDP_HIDDEN void ddp__timeline_close(ddp__timeline_t *tl);
+
+/* ---- the communicator ------------------------------------------------------------------ */
+#define DDP__COMM_MAGIC 0x6464705f636f6d6dULL /* "ddp_comm" */
+#define DDP__COMM_CLOSED 0x6464705f636c6f73ULL /* "ddp_clos" */
+
+/* Extension state owned by other layers; each layer allocates its own in its init hook. */
+struct ddp__coll;    /* collectives/: progress engine, shared pool, algorithm state */
+struct ddp__device;  /* runtime/device*: device layer, streams, staging buffers, NCCL */
+struct ddp__guard;   /* runtime/guard*: watchdog and collective fingerprints */
+
+typedef struct ddp__comm {
+  MPI_Comm world; /* dup of the caller's base communicator */
+  MPI_Comm node;  /* ranks of this (possibly virtual) node */
+  MPI_Comm cross; /* ranks with the same local rank, one per node */
+  int rank, size, local_rank, local_size, node_id, nodes;
+  int virtual_nodes;
+  int thread_level;
+  int mpi_owned;      /* ddp_init initialised MPI: ddp_finalize finalises it */
+  int mpi_serialized; /* thread level < MULTIPLE: all MPI on one thread */
+  int gpu_count, device, cuda_aware, shm_ok;
+  char cuda_aware_reason[128];
+  char host[64];
+  ddp__config_t cfg;
+  ddp__logger_t log;
+  ddp__timeline_t *timeline;
+  atomic_int users;   /* reducers, loaders, live requests: destroy is DDP_EBUSY while > 0 */
+  struct ddp__coll *coll;
+  struct ddp__device *dev;
+  struct ddp__guard *guard;
+} ddp__comm_t;
+
+/* Checks the handle and returns its implementation; DDP_EINVAL for NULL, DDP_ESTATE for a
+ * destroyed communicator. `argname` names the argument in the message. */
+DDP_HIDDEN ddp_status_t ddp__comm_get(const ddp_comm_t *comm, const char *argname,
+                                      ddp__comm_t **impl);
+/* Other handles register while they use the communicator. */
+DDP_HIDDEN void ddp__comm_retain(ddp__comm_t *c);
+DDP_HIDDEN void ddp__comm_release(ddp__comm_t *c);
+
+/* Layer hooks called by comm create (after the communicators exist) and destroy (in reverse
+ * order). Each layer implements its pair in its own file. */
+DDP_HIDDEN ddp_status_t ddp__device_comm_init(ddp__comm_t *c); /* GPU binding + probe */
+DDP_HIDDEN void ddp__device_comm_fini(ddp__comm_t *c);
+DDP_HIDDEN ddp_status_t ddp__coll_comm_init(ddp__comm_t *c);
+DDP_HIDDEN void ddp__coll_comm_fini(ddp__comm_t *c);
+DDP_HIDDEN ddp_status_t ddp__guard_comm_init(ddp__comm_t *c);
+DDP_HIDDEN void ddp__guard_comm_fini(ddp__comm_t *c);
+
+/* Monotonic clock in seconds. */
+DDP_HIDDEN double ddp__now(void);
+
+#define DDP_LOG(c, lvl, ...)                                      \
+  do {                                                            \
+    if ((c)->log.level >= (lvl)) ddp__log(&(c)->log, (lvl), __VA_ARGS__); \
+  } while (0)
+
+#endif /* DDP_INTERNAL_H */

@@ -1,0 +1,62 @@
+/* Tiny test harness shared by the MPI test programs: checks count failures per rank, and
+ * ddp_test_finish() reduces the count so every rank agrees on the verdict. Header-only. */
+#ifndef DDP_TEST_H
+#define DDP_TEST_H
+
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ddp.h"
+
+static int ddp_test_failures_ = 0;
+static int ddp_test_checks_ = 0;
+
+#define CHECK(cond, ...)                                                              \
+  do {                                                                                \
+    ddp_test_checks_++;                                                               \
+    if (!(cond)) {                                                                    \
+      int r_ = -1;                                                                    \
+      int init_ = 0;                                                                  \
+      MPI_Initialized(&init_);                                                        \
+      if (init_) MPI_Comm_rank(MPI_COMM_WORLD, &r_);                                  \
+      fprintf(stderr, "[rank %d] FAIL %s:%d: %s: ", r_, __FILE__, __LINE__, #cond);  \
+      fprintf(stderr, __VA_ARGS__);                                                   \
+      fprintf(stderr, "\n");                                                          \
+      ddp_test_failures_++;                                                           \
+    }                                                                                 \
+  } while (0)
+
+/* Checks a status, printing ddp_last_error() when it differs from the expected one. */
+#define CHECK_ST(expr, expected)                                                      \
+  do {                                                                                \
+    ddp_status_t st_ = (expr);                                                        \
+    CHECK(st_ == (expected), "%s returned %d (%s), expected %d; last error: %s", #expr, \
+          (int)st_, ddp_strerror(st_), (int)(expected), ddp_last_error());            \
+  } while (0)
+#define CHECK_OK(expr) CHECK_ST(expr, DDP_OK)
+
+/* Error message must mention `needle` (the argument's name or value). */
+#define CHECK_MSG(needle)                                                             \
+  CHECK(strstr(ddp_last_error(), (needle)) != NULL, "message '%s' lacks '%s'",       \
+        ddp_last_error(), (needle))
+
+/* Reduces the failure count over MPI_COMM_WORLD (if MPI is still up), prints one verdict on
+ * rank 0 and returns the process exit code. */
+static inline int ddp_test_finish(const char *name) {
+  int total = ddp_test_failures_, checks = ddp_test_checks_, rank = 0;
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Allreduce(&ddp_test_failures_, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(&ddp_test_checks_, &checks, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  }
+  if (rank == 0)
+    printf("%s: %d checks, %d failed -> %s\n", name, checks, total, total ? "FAIL" : "PASS");
+  return total ? 1 : 0;
+}
+
+#endif /* DDP_TEST_H */
