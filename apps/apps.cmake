@@ -1,0 +1,17 @@
+# Extra link needs of the apps: OpenBLAS (with openblas_set_num_threads) for the training
+# and benchmark programs; cuBLAS for their GPU paths when CUDA is built.
+find_library(DDP_OPENBLAS_LIB NAMES openblas)
+find_path(DDP_CBLAS_INCLUDE NAMES cblas.h PATH_SUFFIXES openblas-pthread openblas)
+if(NOT DDP_OPENBLAS_LIB OR NOT DDP_CBLAS_INCLUDE)
+  message(FATAL_ERROR "OpenBLAS not found (install libopenblas-dev)")
+endif()
+message(STATUS "mpiddp: OpenBLAS ${DDP_OPENBLAS_LIB} (cblas.h in ${DDP_CBLAS_INCLUDE})")
+foreach(app ddp_bench ddp_train)
+  if(TARGET ${app})
+    target_link_libraries(${app} PRIVATE ${DDP_OPENBLAS_LIB})
+    target_include_directories(${app} PRIVATE ${DDP_CBLAS_INCLUDE})
+    if(DDP_HAVE_CUDA)
+      target_link_libraries(${app} PRIVATE CUDA::cudart CUDA::cublas)
+    endif()
+  endif()
+endforeach()
