@@ -150,6 +150,41 @@ DDP_HIDDEN void ddp__coll_comm_fini(ddp__comm_t *c);
 DDP_HIDDEN ddp_status_t ddp__guard_comm_init(ddp__comm_t *c);
 DDP_HIDDEN void ddp__guard_comm_fini(ddp__comm_t *c);
 
+/* ---- guard: watchdog deadlines and collective fingerprints (runtime/guard.c) ------------ */
+/* What a wait is for, so a timeout can name it: sequence number, collective, algorithm,
+ * bytes, caller's tag (bucket index) and the peer of each request (-1 unknown). */
+typedef struct ddp__wait_desc {
+  uint64_t seq;
+  const char *coll; /* "allreduce", ... */
+  const char *algo; /* "ring", ... */
+  size_t bytes;
+  int tag;          /* bucket index or -1 */
+  const int *peers; /* n entries (world ranks) or NULL */
+} ddp__wait_desc_t;
+
+/* Every blocking wait on MPI requests inside the library goes through here: waits for all n
+ * requests with the DDP_TIMEOUT_S deadline. On expiry it reports what it waited for and which
+ * peers had not answered, flushes the timeline, and either ends the job (MPI_Abort) or, with
+ * DDP_ON_TIMEOUT=return, returns DDP_ETIMEDOUT. */
+DDP_HIDDEN ddp_status_t ddp__wait_all(ddp__comm_t *c, int n, MPI_Request *reqs,
+                                      const ddp__wait_desc_t *desc);
+/* For spin-waits that are not MPI requests (shared-memory flags): call with the time the wait
+ * began; returns DDP_OK while within the deadline, else reports/aborts like ddp__wait_all. */
+DDP_HIDDEN ddp_status_t ddp__deadline_check(ddp__comm_t *c, double t_start,
+                                            const ddp__wait_desc_t *desc);
+
+/* Collective fingerprint compared across ranks before each collective when DDP_CHECK=1. */
+typedef struct ddp__coll_fp {
+  uint64_t seq;   /* per-communicator collective sequence number */
+  int coll;       /* collective id (0 allreduce, 1 broadcast, 2 allgather, 3 reduce_scatter, 4 barrier) */
+  int dtype, op;  /* -1 where not applicable */
+  uint64_t count;
+  int root;       /* -1 where not applicable */
+} ddp__coll_fp_t;
+/* DDP_OK when DDP_CHECK is off or every rank has the same fingerprint; DDP_EMISMATCH naming
+ * the ranks and the differing fields otherwise (reported on every rank). Collective. */
+DDP_HIDDEN ddp_status_t ddp__guard_check(ddp__comm_t *c, const ddp__coll_fp_t *fp);
+
 /* Monotonic clock in seconds. */
 DDP_HIDDEN double ddp__now(void);
 
