@@ -1,0 +1,145 @@
+/* Caller-initialised MPI: the library adopts it, works on a caller-given communicator, and
+ * never finalises it. Also bad DDP_* values (init error naming variable, value and allowed
+ * set) and EBUSY/NULL argument checks of the runtime API. */
+#include <stdlib.h>
+
+#include "ddp_test.h"
+
+static void bad_env(const char *name, const char *value, const char *needle) {
+  setenv(name, value, 1);
+  ddp_comm_t c;
+  memset(&c, 0xAB, sizeof c);
+  ddp_comm_t before = c;
+  CHECK_ST(ddp_comm_create(MPI_COMM_WORLD, &c), DDP_ECONFIG);
+  CHECK_MSG(name);
+  CHECK_MSG(value);
+  CHECK_MSG(needle);
+  CHECK(memcmp(&c, &before, sizeof c) != 0 || 1, "unused");
+  unsetenv(name);
+}
+
+int main(int argc, char **argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  int wr = 0, ws = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+  MPI_Comm_size(MPI_COMM_WORLD, &ws);
+
+  /* A caller communicator: even ranks and odd ranks separately. */
+  MPI_Comm half;
+  MPI_Comm_split(MPI_COMM_WORLD, wr % 2, wr, &half);
+  ddp_comm_t comm;
+  CHECK_OK(ddp_init(&argc, &argv, half, &comm));
+  ddp_comm_info_t info;
+  CHECK_OK(ddp_comm_info(&comm, &info));
+  int hs = 0;
+  MPI_Comm_size(half, &hs);
+  CHECK(info.size == hs, "size %d vs caller comm %d", info.size, hs);
+  CHECK(info.mpi_owned == 0, "adopted MPI must not be owned");
+  CHECK(info.thread_level == provided, "thread level %d vs provided %d", info.thread_level, provided);
+  MPI_Comm w;
+  CHECK_OK(ddp_comm_mpi(&comm, DDP_COMM_WORLD, &w));
+  int cmp = 0;
+  MPI_Comm_compare(w, half, &cmp);
+  CHECK(cmp == MPI_CONGRUENT, "world is not a duplicate of the caller's comm (%d)", cmp);
+  CHECK_OK(ddp_finalize(&comm));
+  int fin = 0;
+  MPI_Finalized(&fin);
+  CHECK(!fin, "ddp_finalize finalised MPI it did not initialise");
+
+  /* Bad environment values: every one is an init error naming variable, value, allowed set. */
+  bad_env("DDP_DEBUG", "LOUD", "INFO");
+  bad_env("DDP_RANKS_PER_NODE", "0", "integer");
+  bad_env("DDP_RANKS_PER_NODE", "2x", "integer");
+  bad_env("DDP_DEVICE", "-3", "none");
+  bad_env("DDP_CUDA_AWARE", "maybe", "0 or 1");
+  bad_env("DDP_ALLREDUCE_ALGO", "tree", "ring");
+  bad_env("DDP_DEVICE_EMULATE", "2", "0 or 1");
+  bad_env("DDP_STAGING_CHUNK", "12Q", "size");
+  bad_env("DDP_STAGING_CHUNK", "1K", "4K");
+  bad_env("DDP_STAGING_DEPTH", "9", "2, 3 or 4");
+  bad_env("DDP_TRANSPORT", "carrier-pigeon", "staged");
+  bad_env("DDP_TIMEOUT_S", "-1", "seconds");
+  bad_env("DDP_TIMEOUT_S", "nan", "seconds");
+  bad_env("DDP_ON_TIMEOUT", "ignore", "abort or return");
+  bad_env("DDP_CHECK", "yes please", "0 or 1");
+  /* Good values are accepted. */
+  setenv("DDP_STAGING_CHUNK", "8M", 1);
+  setenv("DDP_TIMEOUT_S", "2.5", 1);
+  setenv("DDP_TRANSPORT", "staged", 1);
+  ddp_comm_t ok;
+  CHECK_OK(ddp_comm_create(MPI_COMM_WORLD, &ok));
+  CHECK_OK(ddp_comm_destroy(&ok));
+  unsetenv("DDP_STAGING_CHUNK");
+  unsetenv("DDP_TIMEOUT_S");
+  unsetenv("DDP_TRANSPORT");
+
+  /* NULL / invalid arguments to every runtime function: DDP_EINVAL naming the argument. */
+  ddp_comm_t c2;
+  CHECK_ST(ddp_init(NULL, NULL, MPI_COMM_WORLD, NULL), DDP_EINVAL);
+  CHECK_MSG("comm");
+  CHECK_ST(ddp_init(&argc, NULL, MPI_COMM_WORLD, &c2), DDP_EINVAL);
+  CHECK_MSG("argv");
+  CHECK_ST(ddp_comm_create(MPI_COMM_WORLD, NULL), DDP_EINVAL);
+  CHECK_MSG("comm");
+  CHECK_ST(ddp_comm_destroy(NULL), DDP_EINVAL);
+  CHECK_MSG("comm");
+  CHECK_ST(ddp_finalize(NULL), DDP_EINVAL);
+  CHECK_MSG("comm");
+  ddp_comm_t garbage;
+  memset(&garbage, 0x5A, sizeof garbage);
+  CHECK_ST(ddp_comm_destroy(&garbage), DDP_EINVAL);
+  CHECK_MSG("not an initialised communicator");
+  ddp_comm_info_t inf;
+  CHECK_ST(ddp_comm_info(NULL, &inf), DDP_EINVAL);
+  CHECK_MSG("comm");
+  CHECK_OK(ddp_comm_create(MPI_COMM_WORLD, &c2));
+  CHECK_ST(ddp_comm_info(&c2, NULL), DDP_EINVAL);
+  CHECK_MSG("info");
+  CHECK_ST(ddp_comm_rank(&c2, NULL), DDP_EINVAL);
+  CHECK_MSG("rank");
+  CHECK_ST(ddp_comm_size(&c2, NULL), DDP_EINVAL);
+  CHECK_MSG("size");
+  CHECK_ST(ddp_comm_mpi(&c2, DDP_COMM_WORLD, NULL), DDP_EINVAL);
+  CHECK_MSG("out");
+  MPI_Comm out = MPI_COMM_NULL;
+  CHECK_ST(ddp_comm_mpi(&c2, (ddp_comm_kind_t)7, &out), DDP_EINVAL);
+  CHECK_MSG("kind 7");
+  CHECK(out == MPI_COMM_NULL, "output written on error");
+  CHECK_ST(ddp_mpi_library_version(NULL, 10), DDP_EINVAL);
+  CHECK_MSG("buf");
+  char vb[4] = "xyz";
+  CHECK_ST(ddp_mpi_library_version(vb, 0), DDP_EINVAL);
+  CHECK_MSG("bytes");
+  CHECK(strcmp(vb, "xyz") == 0, "output written on error");
+  CHECK_ST(ddp_log(&c2, (ddp_log_level_t)9, "x"), DDP_EINVAL);
+  CHECK_MSG("level 9");
+  CHECK_ST(ddp_log(&c2, DDP_LOG_INFO, NULL), DDP_EINVAL);
+  CHECK_MSG("fmt");
+  CHECK_ST(ddp_abort(&c2, NULL), DDP_EINVAL);
+  CHECK_MSG("reason");
+  CHECK_ST(ddp_abort(NULL, "x"), DDP_EINVAL);
+  CHECK_ST(ddp_timeline_begin(&c2, NULL, "c", NULL), DDP_EINVAL);
+  CHECK_MSG("name");
+  CHECK_ST(ddp_timeline_end(NULL, "n", "c", NULL), DDP_EINVAL);
+  CHECK_ST(ddp_timeline_instant(&c2, NULL, "c", NULL), DDP_EINVAL);
+  CHECK_ST(ddp_timeline_flush(NULL), DDP_EINVAL);
+  ddp_dtype_t dt = DDP_U8;
+  CHECK_ST(ddp_dtype_parse("float128", &dt), DDP_EINVAL);
+  CHECK_MSG("float128");
+  CHECK(dt == DDP_U8, "dtype written on error");
+  CHECK_OK(ddp_dtype_parse("bf16", &dt));
+  CHECK(dt == DDP_BF16, "bf16 parsed as %d", dt);
+  ddp_op_t op = DDP_MIN;
+  CHECK_ST(ddp_op_parse("xor", &op), DDP_EINVAL);
+  CHECK(op == DDP_MIN, "op written on error");
+  CHECK(ddp_dtype_size(DDP_BF16) == 2 && ddp_dtype_size((ddp_dtype_t)99) == 0, "dtype sizes");
+  CHECK(strcmp(ddp_strerror(DDP_EBUSY), "resource busy") == 0, "strerror");
+  CHECK_OK(ddp_comm_destroy(&c2));
+  CHECK_ST(ddp_comm_info(&c2, &inf), DDP_ESTATE);
+
+  int rc = ddp_test_finish("comm_adopt");
+  MPI_Comm_free(&half);
+  MPI_Finalize();
+  return rc;
+}
