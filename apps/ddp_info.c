@@ -32,8 +32,10 @@ int main(int argc, char **argv) {
   char gpu[32];
   if (info.device >= 0) snprintf(gpu, sizeof gpu, "%d of %d", info.device, info.gpu_count);
   else snprintf(gpu, sizeof gpu, "none (host mode)");
-  snprintf(row, sizeof row, "%5d  %-24.24s %5d  %5d/%-5d %7d  %s", info.rank, info.host, info.node,
-           info.local_rank, info.local_size, (int)getpid(), gpu);
+  char local[24];
+  snprintf(local, sizeof local, "%d/%d", info.local_rank, info.local_size);
+  snprintf(row, sizeof row, "%6d  %-24.24s %5d  %10s %8d  %s", info.rank, info.host, info.node, local,
+           (int)getpid(), gpu);
   static char all_rows[ROW * 64];
   char *rows = info.size <= 64 ? all_rows : NULL;
   int rc = MPI_Gather(row, ROW, MPI_CHAR, rows, ROW, MPI_CHAR, 0, world);
@@ -55,9 +57,9 @@ int main(int argc, char **argv) {
     printf("# shared memory    : %s\n", info.shm ? "yes (MPI_Win_allocate_shared works)" : "no");
     printf("# CUDA-aware MPI   : %s (%s)\n", info.cuda_aware ? "yes" : "no", info.cuda_aware_reason);
     printf("# NCCL             : %s\n", info.nccl ? "yes" : "no");
-    printf("#\n#    rank  host                      node  local/size    pid  gpu\n");
+    printf("#\n# %6s  %-24s %5s  %10s %8s  %s\n", "rank", "host", "node", "local/size", "pid", "gpu");
     if (info.size <= 64)
-      for (int r = 0; r < info.size; r++) printf("   %s\n", all_rows + (size_t)r * ROW);
+      for (int r = 0; r < info.size; r++) printf("  %s\n", all_rows + (size_t)r * ROW);
     else
       printf("   (%d ranks: per-rank table shown for up to 64)\n", info.size);
   }
