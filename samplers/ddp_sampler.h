@@ -15,8 +15,9 @@ extern "C" {
  * ======================================================================================
  * Contract of torch.utils.data.DistributedSampler (PyTorch 1.13):
  *   - shuffle: the global order is torch.randperm(size, generator=g) with g a CPU generator
- *     seeded by g.manual_seed(seed + epoch) (mt19937 from the low 32 bits of the 64-bit sum,
- *     the sum wrapping modulo 2^64); without shuffle it is 0, 1, ..., size-1;
+ *     seeded by g.manual_seed(seed + epoch) (mt19937 from the low 32 bits of the 64-bit sum;
+ *     like PyTorch, a sum above 2^64-1 is refused); randperm is torch 1.13's forward
+ *     Fisher-Yates with one 32-bit draw per step; without shuffle it is 0, 1, ..., size-1;
  *   - per rank:  num_samples = drop_last ? floor(size / R) : ceil(size / R),
  *     total = num_samples * R; the global list is truncated to `total` (drop_last) or padded
  *     by wrapping around to `total` (list[i] = order[i % size], repeating as often as needed);
@@ -48,7 +49,8 @@ DDP_API ddp_status_t ddp_sampler_create(const ddp_sampler_options_t *opt, ddp_sa
 DDP_API void ddp_sampler_destroy(ddp_sampler_t *s);
 
 /* Same as DistributedSampler.set_epoch: the shuffle uses seed + epoch. Recomputes the rank's
- * index list (for 60,000 samples this takes well under a millisecond). */
+ * index list (for 60,000 samples this takes well under a millisecond). DDP_EINVAL (epoch
+ * unchanged) when seed + epoch exceeds 2^64-1, which torch's manual_seed refuses too. */
 DDP_API ddp_status_t ddp_sampler_set_epoch(ddp_sampler_t *s, uint64_t epoch);
 /* Current epoch. */
 DDP_API ddp_status_t ddp_sampler_epoch(const ddp_sampler_t *s, uint64_t *epoch);
@@ -202,7 +204,8 @@ DDP_API ddp_status_t ddp_loader_start_epoch(ddp_loader_t *l, uint64_t epoch);
 DDP_API ddp_status_t ddp_loader_num_batches(const ddp_loader_t *l, size_t *num_batches);
 /* Next batch of the current epoch; at the end of the epoch returns DDP_OK with
  * batch->count == 0 (and keeps doing so until the next ddp_loader_start_epoch).
- * DDP_ESTATE before the first ddp_loader_start_epoch. Errors while reading are returned here. */
+ * DDP_ESTATE before the first ddp_loader_start_epoch. (Datasets are in memory or computed, so
+ * reading a batch cannot fail.) */
 DDP_API ddp_status_t ddp_loader_next(ddp_loader_t *l, ddp_batch_t *batch);
 
 #ifdef __cplusplus
