@@ -1,0 +1,208 @@
+/* Internal interfaces of the collectives layer: the transport table the algorithms are written
+ * against, algorithm descriptors, the per-communicator state, and the host reduction kernels. */
+#ifndef DDP_COLL_INTERNAL_H
+#define DDP_COLL_INTERNAL_H
+
+#include "ddp_collectives.h"
+#include "ddp_internal.h"
+
+/* ==== transports ==========================================================================
+ * An algorithm (ring, rhd, hier) never touches its buffers itself: every byte it moves or
+ * combines goes through a transport, so the same ring runs on host memory, on device memory
+ * with CUDA-aware MPI, or staged through pinned host buffers. A transport is a table of
+ * operations plus opaque per-call state (x->xstate, e.g. a CUDA stream).
+ *
+ * Rules every implementation follows:
+ *  - isend/irecv post a message of `bytes` bytes to/from `peer` (a rank of x->comm) and fill
+ *    *req; nothing may be assumed finished until `wait` returns for that request. `bytes` may
+ *    exceed INT_MAX: the transport splits it (a request then holds several MPI requests).
+ *  - wait completes n requests (entries with nothing posted are skipped). It must block only
+ *    through ddp__wait_all (the DDP_TIMEOUT_S watchdog); a staged transport finishes its copies
+ *    (device <- staging) here.
+ *  - reduce: dst[i] = dst[i] op src[i] for i < count; op is never DDP_AVG (the dispatcher runs
+ *    avg as sum followed by `scale`). f16/bf16 are computed in f32 and rounded to nearest-even.
+ *  - copy: dst <- src, `bytes` bytes, both in the transport's memory; dst == src is a no-op.
+ *  - scale: buf[i] = buf[i] / divisor (avg). Integers: truncated toward zero.
+ *  - scratch: a buffer of at least `bytes` bytes in the transport's memory, one per `slot`
+ *    (0..DDP__SCRATCH_SLOTS-1); it stays valid until the next scratch call with the same slot
+ *    and is owned by the communicator (one collective runs at a time, so no locking).
+ *  All operations are complete on return from the host's point of view, except isend/irecv.
+ *  A device transport orders its copies/kernels on its stream and synchronises where a
+ *  following MPI call needs the bytes. */
+#define DDP__SCRATCH_SLOTS 4
+#define DDP__XREQ_PARTS 4 /* MPI requests per transport request (messages > INT_MAX) */
+
+typedef struct ddp__ctx ddp__ctx_t;
+
+typedef struct ddp__xreq {
+  MPI_Request mpi[DDP__XREQ_PARTS]; /* MPI_REQUEST_NULL when unused */
+  int nmpi;
+  int peer;     /* rank in x->comm, for the watchdog report */
+  void *dst;    /* transport-private (staged receive: final device destination) */
+  void *stage;  /* transport-private (staging buffer) */
+  size_t bytes;
+} ddp__xreq_t;
+
+typedef struct ddp__xport {
+  const char *name;
+  ddp_status_t (*isend)(ddp__ctx_t *x, const void *buf, size_t bytes, int peer, int tag,
+                        ddp__xreq_t *req);
+  ddp_status_t (*irecv)(ddp__ctx_t *x, void *buf, size_t bytes, int peer, int tag,
+                        ddp__xreq_t *req);
+  ddp_status_t (*wait)(ddp__ctx_t *x, int n, ddp__xreq_t *reqs);
+  ddp_status_t (*reduce)(ddp__ctx_t *x, void *dst, const void *src, size_t count,
+                         ddp_dtype_t dtype, ddp_op_t op);
+  ddp_status_t (*copy)(ddp__ctx_t *x, void *dst, const void *src, size_t bytes);
+  ddp_status_t (*scale)(ddp__ctx_t *x, void *buf, size_t count, ddp_dtype_t dtype,
+                        double divisor);
+  ddp_status_t (*scratch)(ddp__ctx_t *x, int slot, size_t bytes, void **ptr);
+} ddp__xport_t;
+
+/* The host-memory transport (MPI point-to-point, CPU kernels). */
+DDP_HIDDEN extern const ddp__xport_t ddp__xport_host;
+
+/* Everything an algorithm needs for one call. `comm/rank/size` is the group it runs over: the
+ * layer's duplicate of the world communicator, or of the cross-node one inside hier. */
+struct ddp__ctx {
+  ddp__comm_t *c;
+  struct ddp__coll *cs;
+  const ddp__xport_t *xp;
+  void *xstate;        /* transport's per-call state */
+  MPI_Comm comm;
+  int rank, size;
+  ddp_mem_t mem;
+  ddp__wait_desc_t desc; /* what the watchdog names on a timeout */
+};
+
+/* Initialises a request so that `wait` skips it. */
+static inline void ddp__xreq_init(ddp__xreq_t *r) {
+  for (int i = 0; i < DDP__XREQ_PARTS; i++) r->mpi[i] = MPI_REQUEST_NULL;
+  r->nmpi = 0;
+  r->peer = -1;
+  r->dst = r->stage = NULL;
+  r->bytes = 0;
+}
+
+/* ==== algorithms ==========================================================================
+ * One file each; a descriptor says whether it can run a case and runs it. Inside run(), op is
+ * never DDP_AVG, and send == recv means in place (the dispatcher maps DDP_IN_PLACE). */
+typedef struct ddp__ar {
+  const void *send;
+  void *recv;
+  size_t count;
+  ddp_dtype_t dtype;
+  ddp_op_t op;
+} ddp__ar_t;
+
+typedef struct ddp__algo {
+  const char *name;
+  /* NULL if the algorithm can run this case; else a short reason ("needs node-shared memory"). */
+  const char *(*supports)(const ddp__ctx_t *x, const ddp__ar_t *a);
+  ddp_status_t (*run)(ddp__ctx_t *x, const ddp__ar_t *a);
+} ddp__algo_t;
+
+DDP_HIDDEN extern const ddp__algo_t ddp__algo_mpi, ddp__algo_ring, ddp__algo_rhd,
+    ddp__algo_shm, ddp__algo_hier;
+
+/* Pieces the ring, rhd and hier algorithms share: reduce-scatter / allgather over arbitrary
+ * per-rank chunks of `buf` (in place), written against the transport. offs/lens: size entries. */
+DDP_HIDDEN ddp_status_t ddp__ring_reduce_scatter(ddp__ctx_t *x, void *buf, const size_t *offs,
+                                                 const size_t *lens, ddp_dtype_t dtype,
+                                                 ddp_op_t op);
+DDP_HIDDEN ddp_status_t ddp__ring_allgather(ddp__ctx_t *x, void *buf, const size_t *offs,
+                                            const size_t *lens, ddp_dtype_t dtype);
+/* Splits count into `parts` near-equal chunks (the first count%parts get one more). */
+DDP_HIDDEN void ddp__split(size_t count, int parts, size_t *offs, size_t *lens);
+
+/* shm phases (host memory, ranks of c->node): reduce-scatter leaving this local rank's
+ * contiguous slice (ddp__split of count over local_size) reduced into recv at its offset, and
+ * allgather of those slices from recv into recv. Used by shm and hier. */
+DDP_HIDDEN ddp_status_t ddp__shm_reduce_scatter(ddp__ctx_t *x, const void *send, void *recv,
+                                                size_t count, ddp_dtype_t dtype, ddp_op_t op);
+DDP_HIDDEN ddp_status_t ddp__shm_allgather(ddp__ctx_t *x, void *recv, size_t count,
+                                           ddp_dtype_t dtype);
+
+/* Selection (coll_select.c): resolves opts->algo / DDP_ALLREDUCE_ALGO / auto for one case.
+ * Errors name the valid algorithms. */
+DDP_HIDDEN ddp_status_t ddp__select(ddp__comm_t *c, const char *want, const ddp__ctx_t *x,
+                                    const ddp__ar_t *a, const ddp__algo_t **out);
+
+/* ==== per-communicator state ============================================================== */
+typedef struct ddp__pool_win {
+  MPI_Win win;
+  char *base;         /* this rank's segment */
+  size_t bytes;       /* this rank's segment size */
+  char **peer_base;   /* local_size entries */
+  uint64_t id;        /* same on every node rank (creation order) */
+  struct ddp__pool_win *next;
+} ddp__pool_win_t;
+
+typedef struct ddp__shm ddp__shm_t; /* allreduce_shm.c */
+
+typedef struct ddp__coll {
+  ddp__comm_t *c;
+  /* Dedicated duplicates: library traffic never matches user or other-layer messages. */
+  MPI_Comm world, node, cross;
+  /* engine */
+  pthread_mutex_t mu;      /* queue, done flags */
+  pthread_cond_t cv_work;  /* engine sleeps here while idle */
+  pthread_cond_t cv_done;  /* waiters sleep here */
+  pthread_mutex_t exec;    /* held while a collective executes (engine or inline) */
+  struct ddp_request *head, *tail;
+  int pending;             /* queued + executing non-blocking requests */
+  int thread_started, stop;
+  pthread_t thread;
+  uint64_t seq;            /* collective sequence number (fingerprints, diagnostics) */
+  /* host transport scratch */
+  void *scratch[DDP__SCRATCH_SLOTS];
+  size_t scratch_bytes[DDP__SCRATCH_SLOTS];
+  /* f16/bf16 MPI ops and datatypes (mpi algorithm) */
+  MPI_Datatype half_type[2];        /* [0] f16, [1] bf16 */
+  MPI_Op half_op[2][DDP_OP_COUNT];  /* avg slot unused */
+  int half_ready;
+  /* node-shared memory */
+  ddp__shm_t *shm;
+  ddp__pool_win_t *pool;
+  uint64_t pool_next_id;
+  pthread_mutex_t pool_mu;
+} ddp__coll_t;
+
+DDP_HIDDEN ddp_status_t ddp__coll_mpi_types(ddp__coll_t *cs); /* allreduce_mpi.c */
+DDP_HIDDEN void ddp__coll_mpi_types_free(ddp__coll_t *cs);
+/* MPI datatype / op for a dtype (f16/bf16: the layer's own); avg maps to the sum op. */
+DDP_HIDDEN MPI_Datatype ddp__mpi_type(const ddp__coll_t *cs, ddp_dtype_t dtype);
+DDP_HIDDEN MPI_Op ddp__mpi_op(const ddp__coll_t *cs, ddp_dtype_t dtype, ddp_op_t op);
+DDP_HIDDEN void ddp__shm_free(ddp__coll_t *cs);               /* allreduce_shm.c */
+DDP_HIDDEN void ddp__pool_free_all(ddp__coll_t *cs);          /* coll_pool.c */
+/* If [p, p+bytes) lies inside one ddp_alloc window: its id and offset, returns 1. */
+DDP_HIDDEN int ddp__pool_find(ddp__coll_t *cs, const void *p, size_t bytes, uint64_t *id,
+                              size_t *offset);
+DDP_HIDDEN ddp__pool_win_t *ddp__pool_by_id(ddp__coll_t *cs, uint64_t id);
+
+/* Fills a context for the world group on host memory. */
+DDP_HIDDEN void ddp__ctx_world(ddp__ctx_t *x, ddp__comm_t *c, const char *coll, size_t bytes,
+                               int tag);
+
+/* ==== host kernels (coll_reduce.c) ========================================================
+ * Exported for the reducer's fp16/bf16 compression hook. */
+/* dst[i] = dst[i] op src[i]; op != DDP_AVG. */
+DDP_HIDDEN void ddp__reduce_host(void *dst, const void *src, size_t count, ddp_dtype_t dtype,
+                                 ddp_op_t op);
+/* dst[i] = a[i] op b[i] (dst may alias a or b). */
+DDP_HIDDEN void ddp__reduce3_host(void *dst, const void *a, const void *b, size_t count,
+                                  ddp_dtype_t dtype, ddp_op_t op);
+/* buf[i] /= divisor (f16/bf16 in f32, rounded; integers truncated toward zero). */
+DDP_HIDDEN void ddp__scale_host(void *buf, size_t count, ddp_dtype_t dtype, double divisor);
+/* Conversions, round to nearest-even; NaN stays NaN. */
+DDP_HIDDEN float ddp__f16_to_f32(uint16_t h);
+DDP_HIDDEN uint16_t ddp__f32_to_f16(float f);
+DDP_HIDDEN float ddp__bf16_to_f32(uint16_t h);
+DDP_HIDDEN uint16_t ddp__f32_to_bf16(float f);
+DDP_HIDDEN void ddp__f16_to_f32_n(float *dst, const uint16_t *src, size_t count);
+DDP_HIDDEN void ddp__f32_to_f16_n(uint16_t *dst, const float *src, size_t count);
+DDP_HIDDEN void ddp__bf16_to_f32_n(float *dst, const uint16_t *src, size_t count);
+DDP_HIDDEN void ddp__f32_to_bf16_n(uint16_t *dst, const float *src, size_t count);
+/* Large copies (memcpy, split so the watchdog-free loop stays cache friendly). */
+DDP_HIDDEN void ddp__copy_host(void *dst, const void *src, size_t bytes);
+
+#endif /* DDP_COLL_INTERNAL_H */
