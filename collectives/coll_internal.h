@@ -205,4 +205,31 @@ DDP_HIDDEN void ddp__f32_to_bf16_n(uint16_t *dst, const float *src, size_t count
 /* Large copies (memcpy, split so the watchdog-free loop stays cache friendly). */
 DDP_HIDDEN void ddp__copy_host(void *dst, const void *src, size_t bytes);
 
+/* ==== device-memory collectives (collectives/coll_device.c, owned by the GPU layer) ========
+ * The dispatcher calls this for opts->mem == DDP_MEM_CUDA after its argument checks, on the
+ * thread that executes the collective (progress engine or caller), holding cs->exec. It picks
+ * the transport (DDP_TRANSPORT: CUDA-aware MPI, staged, NCCL) and runs the host algorithms on
+ * it, or NCCL directly. DDP_IN_PLACE is already mapped (send == recv); op may be DDP_AVG. */
+typedef enum ddp__coll_kind {
+  DDP__COLL_ALLREDUCE = 0,
+  DDP__COLL_BROADCAST = 1,
+  DDP__COLL_ALLGATHER = 2,
+  DDP__COLL_REDUCE_SCATTER = 3,
+  DDP__COLL_BARRIER = 4
+} ddp__coll_kind_t;
+
+typedef struct ddp__dev_call {
+  ddp__coll_kind_t kind;
+  const void *send;
+  void *recv;
+  size_t count; /* allreduce/broadcast: elements; allgather: send_count; reduce_scatter: recv_count */
+  ddp_dtype_t dtype;
+  ddp_op_t op;
+  int root;
+  const ddp_coll_opts_t *opts; /* algo, stream, tag */
+} ddp__dev_call_t;
+
+DDP_HIDDEN ddp_status_t ddp__coll_device_run(ddp__comm_t *c, struct ddp__coll *cs,
+                                             const ddp__dev_call_t *call);
+
 #endif /* DDP_COLL_INTERNAL_H */
