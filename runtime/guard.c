@@ -1,34 +1,140 @@
-/* Watchdog deadlines on every library wait and collective fingerprints (DDP_CHECK=1).
- * A first version: deadlines with a report; the robustness work extends it. */
+/* Watchdog deadlines on every library wait and collective fingerprints (DDP_CHECK=1): a stall
+ * ends with a report naming what was awaited and who had not answered, never a silent hang. */
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ddp_internal.h"
 
+/* Up to this world size fingerprints travel point to point, so a rank that never reaches the
+ * collective is named by the watchdog; above it one MPI_Iallgather (cheaper, but a stall there
+ * can only say "unknown"). */
+#define DDP__FP_P2P_MAX 64
+#define DDP__FP_FIELDS 6
+#define DDP__FP_TAG 0x6470 /* any tag: the fingerprint communicator carries nothing else */
+
+/* After this long in one wait, poll gently: ranks may outnumber cores and a long wait is not
+ * latency-bound, so sleeping lets the peer we wait for run. */
+#define DDP__SPIN_FAST_S 2e-3
+
+struct ddp__guard {
+  MPI_Comm fpcomm;      /* duplicate of world for fingerprints (DDP_CHECK=1 only) */
+  pthread_mutex_t mu;   /* fingerprint exchanges are serialised: order = posting order */
+  int broken;           /* an exchange timed out under DDP_ON_TIMEOUT=return */
+  int nreq;             /* requests of the exchange in flight when it broke */
+  int64_t *all;         /* size x DDP__FP_FIELDS received fingerprints */
+  int64_t mine[DDP__FP_FIELDS];
+  MPI_Request *reqs;    /* 2 x (size - 1) */
+  int *peers;
+};
+
 ddp_status_t ddp__guard_comm_init(ddp__comm_t *c) {
   c->guard = NULL;
+  /* DDP_CHECK must agree: a rank exchanging fingerprints with ranks that do not would hang.
+   * Every rank reaches this hook, so one small allreduce settles it. */
+  int v[2] = {c->cfg.check ? 1 : 0, c->cfg.check ? -1 : 0}, r[2] = {0, 0};
+  DDP_MPI(MPI_Allreduce(v, r, 2, MPI_INT, MPI_MAX, c->world));
+  if (r[0] != -r[1])
+    return ddp__error(DDP_ECONFIG, "DDP_CHECK differs across ranks (this rank has DDP_CHECK=%d): "
+                                   "set it to the same value on every rank", c->cfg.check);
+  struct ddp__guard *g = calloc(1, sizeof *g);
+  if (!g) return ddp__error(DDP_ENOMEM, "guard: out of memory");
+  g->fpcomm = MPI_COMM_NULL;
+  pthread_mutex_init(&g->mu, NULL);
+  if (c->cfg.check) {
+    size_t n = (size_t)c->size;
+    g->all = calloc(n * DDP__FP_FIELDS, sizeof *g->all);
+    g->reqs = calloc(2 * n, sizeof *g->reqs);
+    g->peers = calloc(2 * n, sizeof *g->peers);
+    int rc = (g->all && g->reqs && g->peers) ? MPI_Comm_dup(c->world, &g->fpcomm) : MPI_SUCCESS;
+    if (!g->all || !g->reqs || !g->peers || rc != MPI_SUCCESS) {
+      ddp_status_t st = rc != MPI_SUCCESS ? ddp__mpi_error(rc, "MPI_Comm_dup (fingerprints)")
+                                          : ddp__error(DDP_ENOMEM, "guard: out of memory");
+      free(g->all), free(g->reqs), free(g->peers);
+      pthread_mutex_destroy(&g->mu);
+      free(g);
+      return st;
+    }
+    MPI_Comm_set_errhandler(g->fpcomm, MPI_ERRORS_RETURN);
+  }
+  c->guard = g;
   return DDP_OK;
 }
 
-void ddp__guard_comm_fini(ddp__comm_t *c) { c->guard = NULL; }
+void ddp__guard_comm_fini(ddp__comm_t *c) {
+  struct ddp__guard *g = c->guard;
+  if (!g) return;
+  if (g->broken && c->size <= DDP__FP_P2P_MAX) {
+    /* Abandoned exchange: receives are cancelled; our 48-byte sends went eagerly, so their
+     * requests are only released. (A pending MPI_Iallgather can be neither cancelled nor
+     * freed: its request and buffers are left to MPI_Finalize / the aborting job.) */
+    for (int i = 0; i < g->nreq; i++) {
+      if (g->reqs[i] == MPI_REQUEST_NULL) continue;
+      int flag = 0;
+      MPI_Test(&g->reqs[i], &flag, MPI_STATUS_IGNORE);
+      if (flag || g->reqs[i] == MPI_REQUEST_NULL) continue;
+      MPI_Cancel(&g->reqs[i]);
+      MPI_Request_free(&g->reqs[i]);
+    }
+  }
+  if (g->fpcomm != MPI_COMM_NULL) MPI_Comm_free(&g->fpcomm);
+  if (g->broken && c->size > DDP__FP_P2P_MAX) {
+    c->guard = NULL; /* MPI may still write into g->all: leave it rather than free it */
+    return;
+  }
+  free(g->all);
+  free(g->reqs);
+  free(g->peers);
+  pthread_mutex_destroy(&g->mu);
+  free(g);
+  c->guard = NULL;
+}
 
-static ddp_status_t expire(ddp__comm_t *c, const ddp__wait_desc_t *d, const char *pending) {
+/* Sorted, de-duplicated list "1,3" of the peers that had not answered. */
+static void format_peers(char *buf, size_t cap, const int *peers, int n) {
+  int *tmp = n > 0 ? malloc((size_t)n * sizeof *tmp) : NULL;
+  buf[0] = '\0';
+  if (!tmp) return;
+  memcpy(tmp, peers, (size_t)n * sizeof *tmp);
+  for (int i = 1; i < n; i++) /* insertion sort: n is a handful */
+    for (int j = i; j > 0 && tmp[j - 1] > tmp[j]; j--) {
+      int t = tmp[j];
+      tmp[j] = tmp[j - 1];
+      tmp[j - 1] = t;
+    }
+  size_t o = 0;
+  for (int i = 0; i < n && o + 16 < cap; i++) {
+    if (i > 0 && tmp[i] == tmp[i - 1]) continue;
+    o += (size_t)snprintf(buf + o, cap - o, "%s%d", o ? "," : "", tmp[i]);
+  }
+  if (o + 16 >= cap && n > 0) snprintf(buf + o, cap - o, ",...");
+  free(tmp);
+}
+
+static ddp_status_t expire(ddp__comm_t *c, const ddp__wait_desc_t *d, const char *pending,
+                           double waited) {
   char msg[768];
   snprintf(msg, sizeof msg,
-           "timeout after %.1f s (DDP_TIMEOUT_S) waiting for %s #%llu (algo %s, %zu bytes, tag %d); "
-           "peers not answered: %s",
-           c->cfg.timeout_s, d && d->coll ? d->coll : "?", d ? (unsigned long long)d->seq : 0ULL,
-           d && d->algo ? d->algo : "?", d ? d->bytes : (size_t)0, d ? d->tag : -1,
-           pending && pending[0] ? pending : "unknown");
-  ddp__log(&c->log, DDP_LOG_WARN, "%s", msg);
-  ddp__timeline_event(c->timeline, 'i', "watchdog timeout", "ddp", NULL);
-  ddp__timeline_write(c->timeline, c->world, 0);
+           "watchdog: timeout after %.1f s (DDP_TIMEOUT_S=%g) waiting for collective #%llu %s "
+           "(algo %s, %zu bytes, tag/bucket %d); peers that had not answered: %s",
+           waited, c->cfg.timeout_s, d ? (unsigned long long)d->seq : 0ULL,
+           d && d->coll ? d->coll : "?", d && d->algo ? d->algo : "?", d ? d->bytes : (size_t)0,
+           d ? d->tag : -1, pending && pending[0] ? pending : "unknown");
+  char args[256];
+  snprintf(args, sizeof args, "{\"seq\":%llu,\"bytes\":%zu,\"tag\":%d}",
+           d ? (unsigned long long)d->seq : 0ULL, d ? d->bytes : (size_t)0, d ? d->tag : -1);
+  ddp__timeline_event(c->timeline, 'i', "watchdog timeout", "ddp", args);
+  ddp__timeline_write(c->timeline, c->world, 0); /* per-rank file: no peer is needed */
   if (!c->cfg.on_timeout_return) {
+    /* One line on stderr whatever DDP_DEBUG says: the job is about to end. */
     fprintf(stderr, "%s mpiddp ABORT: %s\n", c->log.prefix, msg);
     fflush(stderr);
+    if (c->log.fp && c->log.fp != stderr) ddp__log(&c->log, DDP_LOG_WARN, "ABORT: %s", msg);
     MPI_Abort(c->world, 3);
   }
+  ddp__log(&c->log, DDP_LOG_WARN, "%s; returning DDP_ETIMEDOUT (DDP_ON_TIMEOUT=return)", msg);
   return ddp__error(DDP_ETIMEDOUT, "%s", msg);
 }
 
@@ -40,31 +146,158 @@ ddp_status_t ddp__wait_all(ddp__comm_t *c, int n, MPI_Request *reqs, const ddp__
     int rc = MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE);
     if (rc != MPI_SUCCESS) return ddp__mpi_error(rc, "MPI_Testall");
     if (done) return DDP_OK;
-    if ((++spins & 63) == 0) {
-      if (ddp__now() - t0 > c->cfg.timeout_s) {
-        char pending[256] = "";
-        size_t o = 0;
-        for (int i = 0; i < n && o + 16 < sizeof pending; i++) {
-          int flag = 0;
-          if (reqs[i] == MPI_REQUEST_NULL) continue;
-          MPI_Request_get_status(reqs[i], &flag, MPI_STATUS_IGNORE);
-          if (!flag && desc && desc->peers)
-            o += (size_t)snprintf(pending + o, sizeof pending - o, "%s%d", o ? "," : "", desc->peers[i]);
-        }
-        return expire(c, desc, pending);
+    if ((++spins & 63) != 0) continue;
+    double waited = ddp__now() - t0;
+    if (waited > c->cfg.timeout_s) {
+      int *pend = malloc((size_t)(n > 0 ? n : 1) * sizeof *pend);
+      int np = 0;
+      for (int i = 0; pend && i < n; i++) {
+        int flag = 0;
+        if (reqs[i] == MPI_REQUEST_NULL) continue;
+        MPI_Request_get_status(reqs[i], &flag, MPI_STATUS_IGNORE);
+        if (!flag && desc && desc->peers && desc->peers[i] >= 0) pend[np++] = desc->peers[i];
       }
-      sched_yield(); /* ranks may outnumber cores: let the peer run */
+      char pending[256];
+      format_peers(pending, sizeof pending, pend, np);
+      free(pend);
+      return expire(c, desc, pending, waited);
+    }
+    if (waited < DDP__SPIN_FAST_S) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, 50000}; /* 50 us */
+      nanosleep(&ts, NULL);
     }
   }
 }
 
 ddp_status_t ddp__deadline_check(ddp__comm_t *c, double t_start, const ddp__wait_desc_t *desc) {
-  if (ddp__now() - t_start <= c->cfg.timeout_s) return DDP_OK;
-  return expire(c, desc, NULL);
+  double waited = ddp__now() - t_start;
+  if (waited <= c->cfg.timeout_s) return DDP_OK;
+  return expire(c, desc, NULL, waited);
+}
+
+/* ---- fingerprints ---------------------------------------------------------------------- */
+static const char *coll_name(int64_t id) {
+  static const char *const names[] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
+                                      "barrier"};
+  return (id >= 0 && id < 5) ? names[id] : "?";
+}
+
+static void pack(const ddp__coll_fp_t *fp, int64_t out[DDP__FP_FIELDS]) {
+  out[0] = (int64_t)fp->seq;
+  out[1] = fp->coll;
+  out[2] = fp->dtype;
+  out[3] = fp->op;
+  out[4] = (int64_t)fp->count;
+  out[5] = fp->root;
+}
+
+/* "dtype=f32" for field f of a packed fingerprint. */
+static int field_text(char *buf, size_t cap, int f, const int64_t *v) {
+  static const char *const fields[DDP__FP_FIELDS] = {"seq", "collective", "dtype", "op", "count",
+                                                     "root"};
+  switch (f) {
+    case 1: return snprintf(buf, cap, "%s=%s", fields[f], coll_name(v[f]));
+    case 2: return snprintf(buf, cap, "%s=%s", fields[f], v[f] < 0 ? "-" : ddp_dtype_name((ddp_dtype_t)v[f]));
+    case 3: return snprintf(buf, cap, "%s=%s", fields[f], v[f] < 0 ? "-" : ddp_op_name((ddp_op_t)v[f]));
+    case 0:
+    case 4: return snprintf(buf, cap, "%s=%llu", fields[f], (unsigned long long)v[f]);
+    default: return snprintf(buf, cap, "%s=%lld", fields[f], (long long)v[f]);
+  }
+}
+
+/* Identical text on every rank (all hold every fingerprint): rank 0's fingerprint is the
+ * reference, each differing rank is named with its differing fields. */
+static ddp_status_t report_mismatch(ddp__comm_t *c, const int64_t *all) {
+  char msg[960];
+  size_t o = 0;
+  const int64_t *ref = all;
+  o += (size_t)snprintf(msg, sizeof msg, "DDP_CHECK: ranks disagree on collective #%llu (rank 0: %s",
+                        (unsigned long long)ref[0], coll_name(ref[1]));
+  for (int f = 2; f < DDP__FP_FIELDS && o < sizeof msg; f++) {
+    o += (size_t)snprintf(msg + o, sizeof msg - o, " ");
+    if (o < sizeof msg) o += (size_t)field_text(msg + o, sizeof msg - o, f, ref);
+  }
+  if (o < sizeof msg) o += (size_t)snprintf(msg + o, sizeof msg - o, ")");
+  int ndiff = 0;
+  for (int r = 1; r < c->size && o < sizeof msg; r++) {
+    const int64_t *v = all + (size_t)r * DDP__FP_FIELDS;
+    if (!memcmp(v, ref, DDP__FP_FIELDS * sizeof *v)) continue;
+    ndiff++;
+    o += (size_t)snprintf(msg + o, sizeof msg - o, "; rank %d has", r);
+    for (int f = 0; f < DDP__FP_FIELDS && o < sizeof msg; f++) {
+      if (v[f] == ref[f]) continue;
+      o += (size_t)snprintf(msg + o, sizeof msg - o, " ");
+      if (o < sizeof msg) o += (size_t)field_text(msg + o, sizeof msg - o, f, v);
+    }
+  }
+  (void)ndiff;
+  if (o >= sizeof msg) memcpy(msg + sizeof msg - 5, "...)", 5);
+  ddp__log(&c->log, DDP_LOG_WARN, "%s", msg);
+  ddp__timeline_event(c->timeline, 'i', "fingerprint mismatch", "ddp", NULL);
+  return ddp__error(DDP_EMISMATCH, "%s", msg);
 }
 
 ddp_status_t ddp__guard_check(ddp__comm_t *c, const ddp__coll_fp_t *fp) {
-  (void)fp;
   if (!c->cfg.check) return DDP_OK;
-  return ddp__error(DDP_ENOTSUP, "DDP_CHECK=1: fingerprints not implemented yet");
+  struct ddp__guard *g = c->guard;
+  if (!g || g->fpcomm == MPI_COMM_NULL || !fp)
+    return ddp__error(DDP_EINTERNAL, "DDP_CHECK=1 but the guard is not initialised (fp %p)", (const void *)fp);
+  pthread_mutex_lock(&g->mu);
+  if (g->broken) {
+    pthread_mutex_unlock(&g->mu);
+    return ddp__error(DDP_ESTATE, "an earlier collective fingerprint exchange timed out: the "
+                                  "communicator can only be aborted or destroyed");
+  }
+  pack(fp, g->mine);
+  memcpy(g->all + (size_t)c->rank * DDP__FP_FIELDS, g->mine, sizeof g->mine);
+  ddp_status_t st = DDP_OK;
+  int n = 0;
+  char what[48];
+  snprintf(what, sizeof what, "fingerprint of %s", coll_name(fp->coll));
+  ddp__wait_desc_t d = {fp->seq, what, "p2p", sizeof g->mine, -1, g->peers};
+  int rc = MPI_SUCCESS;
+  if (c->size <= DDP__FP_P2P_MAX) {
+    for (int r = 0; r < c->size && rc == MPI_SUCCESS; r++) {
+      if (r == c->rank) continue;
+      g->peers[n] = r;
+      rc = MPI_Irecv(g->all + (size_t)r * DDP__FP_FIELDS, DDP__FP_FIELDS, MPI_INT64_T, r,
+                     DDP__FP_TAG, g->fpcomm, &g->reqs[n]);
+      if (rc == MPI_SUCCESS) n++;
+    }
+    for (int r = 0; r < c->size && rc == MPI_SUCCESS; r++) {
+      if (r == c->rank) continue;
+      g->peers[n] = r;
+      rc = MPI_Isend(g->mine, DDP__FP_FIELDS, MPI_INT64_T, r, DDP__FP_TAG, g->fpcomm, &g->reqs[n]);
+      if (rc == MPI_SUCCESS) n++;
+    }
+  } else {
+    d.algo = "iallgather";
+    d.peers = NULL;
+    rc = MPI_Iallgather(g->mine, DDP__FP_FIELDS, MPI_INT64_T, g->all, DDP__FP_FIELDS, MPI_INT64_T,
+                        g->fpcomm, &g->reqs[0]);
+    if (rc == MPI_SUCCESS) n = 1;
+  }
+  if (rc != MPI_SUCCESS) {
+    /* Posting failed (MPI broken): whatever was posted cannot be waited on safely. */
+    g->broken = 1;
+    g->nreq = n;
+    st = ddp__mpi_error(rc, "fingerprint exchange");
+  } else {
+    st = ddp__wait_all(c, n, g->reqs, &d);
+    if (st == DDP_ETIMEDOUT) {
+      g->broken = 1;
+      g->nreq = n;
+    }
+  }
+  if (st == DDP_OK) {
+    for (int r = 1; r < c->size; r++)
+      if (memcmp(g->all + (size_t)r * DDP__FP_FIELDS, g->all, sizeof g->mine)) {
+        st = report_mismatch(c, g->all);
+        break;
+      }
+  }
+  pthread_mutex_unlock(&g->mu);
+  return st;
 }

@@ -1,0 +1,60 @@
+# Robustness tests (issue 8): watchdog, collective fingerprints, failure handling (kill, abort),
+# soak; the libFuzzer targets are configured from here when DDP_FUZZ=ON (tests/fuzz/fuzz.cmake).
+
+# Programs that drive internal (ddp__, hidden) interfaces link the static library.
+function(ddp_add_internal_test_exe exe)
+  add_executable(${exe} ${ARGN})
+  target_link_libraries(${exe} PRIVATE mpiddp_static m)
+  target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common
+    ${PROJECT_SOURCE_DIR}/runtime ${PROJECT_SOURCE_DIR}/collectives ${PROJECT_SOURCE_DIR}/samplers)
+endfunction()
+
+# A failure scenario run through tests/robust_run.sh, which checks the exit status, the wall
+# time (MAXS) and the messages (CHECKS: --want ERE, --once ERE, --not ERE).
+function(ddp_add_robust_test)
+  cmake_parse_arguments(T "" "NAME;EXE;NP;TIMEOUT;EXPECT;MAXS" "ARGS;LABELS;ENV;CHECKS" ${ARGN})
+  set(envflags "")
+  foreach(kv ${T_ENV})
+    string(REGEX REPLACE "=.*" "" k "${kv}")
+    list(APPEND envflags -x ${k})
+  endforeach()
+  add_test(NAME ${T_NAME} COMMAND bash ${PROJECT_SOURCE_DIR}/tests/robust_run.sh
+           --expect ${T_EXPECT} --max-s ${T_MAXS} ${T_CHECKS} --
+           ${DDP_MPIEXEC} ${DDP_MPIRUN_FLAGS} ${envflags} -np ${T_NP} $<TARGET_FILE:${T_EXE}> ${T_ARGS})
+  set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
+    ENVIRONMENT "${DDP_TEST_ENV};${T_ENV}" SKIP_RETURN_CODE 77)
+endfunction()
+
+# ---- guard internals: fingerprints and deadlines -------------------------------------------
+ddp_add_internal_test_exe(guard_unit guard_unit.c)
+foreach(np 2 3)
+  ddp_add_mpi_test(NAME guard_unit_np${np} EXE guard_unit NP ${np} LABELS quick robust TIMEOUT 60
+    ENV DDP_CHECK=1 DDP_ON_TIMEOUT=return DDP_TIMEOUT_S=10)
+endforeach()
+
+# ---- failure scenarios under mpirun ------------------------------------------------------------
+ddp_add_internal_test_exe(robust_prog robust_prog.c)
+ddp_add_robust_test(NAME robust_wait_abort_np2 EXE robust_prog NP 2 ARGS wait_abort
+  EXPECT fail MAXS 15 TIMEOUT 60 LABELS quick robust
+  ENV DDP_TIMEOUT_S=2 DDP_TIMELINE=${CMAKE_CURRENT_BINARY_DIR}/robust_wait_abort.json
+  CHECKS --file ${CMAKE_CURRENT_BINARY_DIR}/robust_wait_abort.json.rank0 "watchdog timeout"
+         --once "mpiddp ABORT: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=2\\) waiting for collective #3 allreduce \\(algo ring, 4096 bytes, tag/bucket 2\\). peers that had not answered: 1$"
+         --not "the watchdog did not abort")
+ddp_add_robust_test(NAME robust_fp_skip_np3 EXE robust_prog NP 3 ARGS fp_skip
+  EXPECT fail MAXS 15 TIMEOUT 60 LABELS quick robust ENV DDP_TIMEOUT_S=2 DDP_CHECK=1
+  CHECKS --want "mpiddp ABORT: watchdog: timeout .* waiting for collective #12 fingerprint of allreduce .*peers that had not answered: 1$"
+         --not "expected an abort")
+ddp_add_robust_test(NAME robust_abort_np3 EXE robust_prog NP 3 ARGS abort
+  EXPECT fail MAXS 15 TIMEOUT 60 LABELS quick robust
+  CHECKS --once "mpiddp ABORT: robust test: deliberate ddp_abort from rank 1$"
+         --not "ddp_abort returned")
+ddp_add_robust_test(NAME robust_kill_np3 EXE robust_prog NP 3 ARGS kill
+  EXPECT fail MAXS 30 TIMEOUT 90 LABELS quick robust
+  CHECKS --want "rank 1 raises SIGKILL" --not "finished the loop")
+ddp_add_robust_test(NAME robust_ok_np3 EXE robust_prog NP 3 ARGS ok
+  EXPECT ok MAXS 30 TIMEOUT 60 LABELS quick robust
+  CHECKS --want "robust_prog ok: PASS")
+
+if(DDP_FUZZ)
+  include(${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz.cmake)
+endif()
