@@ -177,6 +177,18 @@ static ddp_status_t idx_load(const char *path, int expect_ndim, idx_file_t *f) {
                     path, (unsigned long long)total);
     goto done;
   }
+  /* zlib hands out what it could decompress from a cut-off gzip file and only records
+   * Z_BUF_ERROR ("unexpected end of file"): a stream missing its CRC/length trailer would
+   * otherwise pass unnoticed. */
+  if (!gzdirect(gz)) {
+    int zerr = Z_OK;
+    const char *msg = gzerror(gz, &zerr);
+    if (zerr != Z_OK) {
+      st = ddp__error(DDP_EFORMAT, "%s: truncated or corrupt gzip stream (%s)", path,
+                      msg && *msg ? msg : "zlib error");
+      goto done;
+    }
+  }
   f->bytes = (size_t)total;
 done:
   gzclose(gz);

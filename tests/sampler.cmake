@@ -6,3 +6,15 @@ ddp_add_test_exe(sampler_fixtures sampler_fixtures.c)
 ddp_add_mpi_test(NAME sampler_fixtures EXE sampler_fixtures NP 0
   ARGS ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/sampler_torch.txt ${DDP_SAMPLER_TMP}
   LABELS quick TIMEOUT 60)
+
+ddp_add_test_exe(sampler_idx sampler_idx.c)
+target_link_libraries(sampler_idx PRIVATE ZLIB::ZLIB)
+ddp_add_mpi_test(NAME sampler_idx EXE sampler_idx NP 0 ARGS ${DDP_SAMPLER_TMP} LABELS quick TIMEOUT 60)
+
+ddp_add_test_exe(sampler_union sampler_union.c)
+foreach(np 1 3 4)
+  ddp_add_mpi_test(NAME sampler_union_np${np} EXE sampler_union NP ${np} LABELS quick TIMEOUT 60)
+endforeach()
+
+ddp_add_test_exe(sampler_loader sampler_loader.c)
+ddp_add_mpi_test(NAME sampler_loader_np2 EXE sampler_loader NP 2 LABELS quick TIMEOUT 90)
