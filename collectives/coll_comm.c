@@ -1,10 +1,66 @@
-/* Collectives state on the communicator (progress engine, shared pool): filled in by the
- * collectives work. */
-#include "ddp_internal.h"
+/* Collectives state on the communicator: the layer's own duplicates of the world, node and
+ * cross-node communicators, the progress engine, f16/bf16 MPI types, the node-shared pool.
+ * Created by comm create (collective), torn down by comm destroy (collective). */
+#include <stdlib.h>
 
-ddp_status_t ddp__coll_comm_init(ddp__comm_t *c) {
-  c->coll = NULL;
+#include "coll_internal.h"
+
+static void free_state(ddp__coll_t *cs) {
+  ddp__coll_mpi_types_free(cs);
+  for (int i = 0; i < DDP__SCRATCH_SLOTS; i++) free(cs->scratch[i]);
+  if (cs->poolcomm != MPI_COMM_NULL) MPI_Comm_free(&cs->poolcomm);
+  if (cs->cross != MPI_COMM_NULL) MPI_Comm_free(&cs->cross);
+  if (cs->node != MPI_COMM_NULL) MPI_Comm_free(&cs->node);
+  if (cs->world != MPI_COMM_NULL) MPI_Comm_free(&cs->world);
+  pthread_mutex_destroy(&cs->mu);
+  pthread_mutex_destroy(&cs->exec);
+  pthread_mutex_destroy(&cs->pool_mu);
+  pthread_cond_destroy(&cs->cv_work);
+  pthread_cond_destroy(&cs->cv_done);
+  free(cs);
+}
+
+static ddp_status_t dup_comm(MPI_Comm in, MPI_Comm *out, const char *what) {
+  int rc = MPI_Comm_dup(in, out);
+  if (rc != MPI_SUCCESS) {
+    *out = MPI_COMM_NULL;
+    return ddp__mpi_error(rc, what);
+  }
+  MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
   return DDP_OK;
 }
 
-void ddp__coll_comm_fini(ddp__comm_t *c) { c->coll = NULL; }
+ddp_status_t ddp__coll_comm_init(ddp__comm_t *c) {
+  c->coll = NULL;
+  ddp__coll_t *cs = calloc(1, sizeof *cs);
+  if (!cs) return ddp__error(DDP_ENOMEM, "collectives: out of memory");
+  cs->c = c;
+  cs->world = cs->node = cs->cross = cs->poolcomm = MPI_COMM_NULL;
+  pthread_mutex_init(&cs->mu, NULL);
+  pthread_mutex_init(&cs->exec, NULL);
+  pthread_mutex_init(&cs->pool_mu, NULL);
+  pthread_cond_init(&cs->cv_work, NULL);
+  pthread_cond_init(&cs->cv_done, NULL);
+  cs->shm_disabled = !c->shm_ok;
+  ddp_status_t st = dup_comm(c->world, &cs->world, "MPI_Comm_dup (collectives world)");
+  if (st == DDP_OK) st = dup_comm(c->node, &cs->node, "MPI_Comm_dup (collectives node)");
+  if (st == DDP_OK) st = dup_comm(c->cross, &cs->cross, "MPI_Comm_dup (collectives cross)");
+  if (st == DDP_OK) st = dup_comm(c->node, &cs->poolcomm, "MPI_Comm_dup (collectives pool)");
+  if (st == DDP_OK) st = ddp__coll_mpi_types(cs);
+  if (st != DDP_OK) {
+    free_state(cs);
+    return st;
+  }
+  c->coll = cs;
+  return DDP_OK;
+}
+
+void ddp__coll_comm_fini(ddp__comm_t *c) {
+  ddp__coll_t *cs = c->coll;
+  if (!cs) return;
+  ddp__coll_engine_stop(cs);
+  ddp__shm_free(cs);
+  ddp__pool_free_all(cs);
+  free_state(cs);
+  c->coll = NULL;
+}

@@ -165,7 +165,12 @@ typedef struct ddp__coll {
   ddp__pool_win_t *pool;
   uint64_t pool_next_id;
   pthread_mutex_t pool_mu;
+  MPI_Comm poolcomm;       /* dup of node for ddp_alloc/ddp_free (called on user threads) */
+  int shm_disabled;        /* shm phases unavailable (no shared windows) */
 } ddp__coll_t;
+
+/* A queued or executing collective (coll_engine.c). */
+DDP_HIDDEN ddp_status_t ddp__coll_engine_stop(ddp__coll_t *cs);
 
 DDP_HIDDEN ddp_status_t ddp__coll_mpi_types(ddp__coll_t *cs); /* allreduce_mpi.c */
 DDP_HIDDEN void ddp__coll_mpi_types_free(ddp__coll_t *cs);

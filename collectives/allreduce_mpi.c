@@ -1,0 +1,111 @@
+/* Algorithm `mpi`: the MPI library's own MPI_Allreduce (the baseline every other algorithm is
+ * measured against). f16/bf16 go through user-defined MPI_Ops; counts above INT_MAX are
+ * split into chunks. */
+#include <limits.h>
+
+#include "coll_internal.h"
+
+#define CHUNK_ELEMS ((size_t)1 << 30)
+
+/* User-defined ops: inout[i] = in[i] op inout[i], computed in f32 by the host kernels. */
+#define HALF_FN(NAME, DT, OP)                                                           \
+  static void NAME(void *in, void *inout, int *len, MPI_Datatype *type) {              \
+    (void)type;                                                                         \
+    ddp__reduce_host(inout, in, (size_t)*len, DT, OP);                                  \
+  }
+HALF_FN(f16_sum, DDP_F16, DDP_SUM)
+HALF_FN(f16_min, DDP_F16, DDP_MIN)
+HALF_FN(f16_max, DDP_F16, DDP_MAX)
+HALF_FN(f16_prod, DDP_F16, DDP_PROD)
+HALF_FN(bf16_sum, DDP_BF16, DDP_SUM)
+HALF_FN(bf16_min, DDP_BF16, DDP_MIN)
+HALF_FN(bf16_max, DDP_BF16, DDP_MAX)
+HALF_FN(bf16_prod, DDP_BF16, DDP_PROD)
+
+ddp_status_t ddp__coll_mpi_types(ddp__coll_t *cs) {
+  MPI_User_function *fns[2][DDP_OP_COUNT] = {
+      {f16_sum, NULL, f16_min, f16_max, f16_prod},
+      {bf16_sum, NULL, bf16_min, bf16_max, bf16_prod}};
+  for (int h = 0; h < 2; h++) {
+    cs->half_type[h] = MPI_DATATYPE_NULL;
+    for (int o = 0; o < DDP_OP_COUNT; o++) cs->half_op[h][o] = MPI_OP_NULL;
+  }
+  cs->half_ready = 1;
+  for (int h = 0; h < 2; h++) {
+    DDP_MPI(MPI_Type_contiguous(2, MPI_BYTE, &cs->half_type[h]));
+    DDP_MPI(MPI_Type_commit(&cs->half_type[h]));
+    for (int o = 0; o < DDP_OP_COUNT; o++)
+      if (fns[h][o]) DDP_MPI(MPI_Op_create(fns[h][o], 1, &cs->half_op[h][o]));
+  }
+  return DDP_OK;
+}
+
+void ddp__coll_mpi_types_free(ddp__coll_t *cs) {
+  if (!cs->half_ready) return;
+  for (int h = 0; h < 2; h++) {
+    if (cs->half_type[h] != MPI_DATATYPE_NULL) MPI_Type_free(&cs->half_type[h]);
+    for (int o = 0; o < DDP_OP_COUNT; o++)
+      if (cs->half_op[h][o] != MPI_OP_NULL) MPI_Op_free(&cs->half_op[h][o]);
+  }
+  cs->half_ready = 0;
+}
+
+MPI_Datatype ddp__mpi_type(const ddp__coll_t *cs, ddp_dtype_t dtype) {
+  switch (dtype) {
+    case DDP_F32: return MPI_FLOAT;
+    case DDP_F64: return MPI_DOUBLE;
+    case DDP_F16: return cs->half_type[0];
+    case DDP_BF16: return cs->half_type[1];
+    case DDP_I32: return MPI_INT32_T;
+    case DDP_I64: return MPI_INT64_T;
+    case DDP_U8: return MPI_UINT8_T;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+
+MPI_Op ddp__mpi_op(const ddp__coll_t *cs, ddp_dtype_t dtype, ddp_op_t op) {
+  if (op == DDP_AVG) op = DDP_SUM;
+  if (dtype == DDP_F16 || dtype == DDP_BF16) return cs->half_op[dtype == DDP_BF16][op];
+  switch (op) {
+    case DDP_SUM: return MPI_SUM;
+    case DDP_MIN: return MPI_MIN;
+    case DDP_MAX: return MPI_MAX;
+    case DDP_PROD: return MPI_PROD;
+    default: return MPI_OP_NULL;
+  }
+}
+
+static const char *mpi_supports(const ddp__ctx_t *x, const ddp__ar_t *a) {
+  (void)a;
+  if (x->mem != DDP_MEM_HOST) return "needs host memory or a CUDA-aware transport";
+  return NULL;
+}
+
+/* Small messages use the blocking MPI_Allreduce: Open MPI's MPI_Iallreduce (libnbc) costs
+ * several microseconds more per call, which is the whole budget at 8 bytes. Above
+ * SMALL_BYTES the call is posted non-blocking and waited through ddp__wait_all, so the
+ * DDP_TIMEOUT_S watchdog covers it. */
+#define SMALL_BYTES ((size_t)64 << 10)
+
+static ddp_status_t mpi_run(ddp__ctx_t *x, const ddp__ar_t *a) {
+  ddp__coll_t *cs = x->cs;
+  MPI_Datatype t = ddp__mpi_type(cs, a->dtype);
+  MPI_Op o = ddp__mpi_op(cs, a->dtype, a->op);
+  size_t es = ddp_dtype_size(a->dtype);
+  int inplace = a->send == a->recv;
+  for (size_t off = 0; off < a->count; off += CHUNK_ELEMS) {
+    size_t n = a->count - off < CHUNK_ELEMS ? a->count - off : CHUNK_ELEMS;
+    const void *s = inplace ? MPI_IN_PLACE : (const char *)a->send + off * es;
+    void *r = (char *)a->recv + off * es;
+    if (n * es <= SMALL_BYTES) {
+      DDP_MPI(MPI_Allreduce(s, r, (int)n, t, o, x->comm));
+    } else {
+      MPI_Request rq = MPI_REQUEST_NULL;
+      DDP_MPI(MPI_Iallreduce(s, r, (int)n, t, o, x->comm, &rq));
+      DDP_TRY(ddp__wait_all(x->c, 1, &rq, &x->desc));
+    }
+  }
+  return DDP_OK;
+}
+
+const ddp__algo_t ddp__algo_mpi = {"mpi", mpi_supports, mpi_run};

@@ -1,0 +1,567 @@
+/* The public collective API and the progress engine.
+ *
+ * Every collective becomes a request that executes on one thread at a time, in posting order:
+ *  - non-blocking calls queue the request for the communicator's progress thread (started on
+ *    the first one), which runs them one after the other; the caller never has to poll;
+ *  - a blocking call with nothing queued runs at once on the caller's thread (no hand-over
+ *    latency); with requests queued it queues behind them and sleeps until done;
+ *  - when MPI is not MPI_THREAD_MULTIPLE every collective runs on the caller's thread at the
+ *    time it is posted (non-blocking calls then complete before they return).
+ * Arguments are checked on the caller's thread before anything is queued, so a bad call
+ * returns at once and never touches the output. A live request holds the communicator
+ * (ddp__comm_retain): ddp_comm_destroy is DDP_EBUSY until it has been waited/tested. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll_internal.h"
+
+struct ddp_request {
+  ddp__comm_t *c;
+  ddp__coll_kind_t kind;
+  const void *send; /* DDP_IN_PLACE already mapped to recv */
+  void *recv;
+  size_t count;
+  ddp_dtype_t dtype;
+  ddp_op_t op;
+  int root;
+  ddp_coll_opts_t opts;
+  char algo_name[16];          /* copy of opts.algo (the caller's string may go away) */
+  const ddp__algo_t *algo;     /* allreduce on host memory: chosen at post time */
+  int done;                    /* under cs->mu */
+  ddp_status_t st;
+  char msg[512];               /* the executing thread's error message */
+  struct ddp_request *next;
+};
+
+/* ---- execution --------------------------------------------------------------------------- */
+#define BYTES_CHUNK ((size_t)1 << 30) /* per MPI call when a count exceeds INT_MAX */
+
+static ddp_status_t run_broadcast(ddp__ctx_t *x, struct ddp_request *r) {
+  size_t bytes = r->count * ddp_dtype_size(r->dtype);
+  for (size_t off = 0; off < bytes; off += BYTES_CHUNK) {
+    size_t n = bytes - off < BYTES_CHUNK ? bytes - off : BYTES_CHUNK;
+    MPI_Request rq = MPI_REQUEST_NULL;
+    DDP_MPI(MPI_Ibcast((char *)r->recv + off, (int)n, MPI_BYTE, r->root, x->comm, &rq));
+    DDP_TRY(ddp__wait_all(x->c, 1, &rq, &x->desc));
+  }
+  return DDP_OK;
+}
+
+static ddp_status_t run_allgather(ddp__ctx_t *x, struct ddp_request *r) {
+  size_t es = ddp_dtype_size(r->dtype), bytes = r->count * es;
+  int inplace = r->send == (const void *)((char *)r->recv + (size_t)x->rank * bytes);
+  if (bytes == 0) return DDP_OK;
+  if (bytes <= (size_t)INT_MAX) {
+    MPI_Request rq = MPI_REQUEST_NULL;
+    DDP_MPI(MPI_Iallgather(inplace ? MPI_IN_PLACE : r->send, (int)bytes, MPI_BYTE, r->recv,
+                           (int)bytes, MPI_BYTE, x->comm, &rq));
+    return ddp__wait_all(x->c, 1, &rq, &x->desc);
+  }
+  /* Each rank's block is sent in pieces; a resized type places piece k of rank i at
+   * recv + i*bytes + off. */
+  for (size_t off = 0; off < bytes; off += BYTES_CHUNK) {
+    size_t n = bytes - off < BYTES_CHUNK ? bytes - off : BYTES_CHUNK;
+    MPI_Datatype blk, t;
+    DDP_MPI(MPI_Type_contiguous((int)n, MPI_BYTE, &blk));
+    int rc = MPI_Type_create_resized(blk, 0, (MPI_Aint)bytes, &t);
+    MPI_Type_free(&blk);
+    if (rc != MPI_SUCCESS) return ddp__mpi_error(rc, "MPI_Type_create_resized");
+    MPI_Type_commit(&t);
+    MPI_Request rq = MPI_REQUEST_NULL;
+    if (inplace) {
+      rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, (char *)r->recv + off, 1, t,
+                          x->comm, &rq);
+    } else {
+      rc = MPI_Iallgather((const char *)r->send + off, (int)n, MPI_BYTE, (char *)r->recv + off,
+                          1, t, x->comm, &rq);
+    }
+    ddp_status_t st = rc == MPI_SUCCESS ? ddp__wait_all(x->c, 1, &rq, &x->desc)
+                                        : ddp__mpi_error(rc, "MPI_Iallgather");
+    MPI_Type_free(&t);
+    DDP_TRY(st);
+  }
+  return DDP_OK;
+}
+
+#define ELEMS_CHUNK ((size_t)1 << 28)
+
+static ddp_status_t run_reduce_scatter(ddp__ctx_t *x, struct ddp_request *r) {
+  ddp__coll_t *cs = x->cs;
+  size_t es = ddp_dtype_size(r->dtype), n = r->count;
+  int inplace = r->send == r->recv;
+  MPI_Datatype t = ddp__mpi_type(cs, r->dtype);
+  MPI_Op o = ddp__mpi_op(cs, r->dtype, r->op);
+  if (n == 0) return DDP_OK;
+  if (n <= ELEMS_CHUNK) {
+    MPI_Request rq = MPI_REQUEST_NULL;
+    DDP_MPI(MPI_Ireduce_scatter_block(inplace ? MPI_IN_PLACE : r->send, r->recv, (int)n, t, o,
+                                      x->comm, &rq));
+    DDP_TRY(ddp__wait_all(x->c, 1, &rq, &x->desc));
+  } else {
+    /* Piece k of every rank's block gathered contiguously in scratch, then reduced. */
+    size_t p = (size_t)x->size;
+    for (size_t off = 0; off < n; off += ELEMS_CHUNK) {
+      size_t m = n - off < ELEMS_CHUNK ? n - off : ELEMS_CHUNK;
+      void *tmp = NULL, *out = NULL;
+      DDP_TRY(x->xp->scratch(x, 0, m * p * es, &tmp));
+      DDP_TRY(x->xp->scratch(x, 1, m * es, &out));
+      for (size_t i = 0; i < p; i++)
+        memcpy((char *)tmp + i * m * es, (const char *)r->send + (i * n + off) * es, m * es);
+      MPI_Request rq = MPI_REQUEST_NULL;
+      DDP_MPI(MPI_Ireduce_scatter_block(tmp, out, (int)m, t, o, x->comm, &rq));
+      DDP_TRY(ddp__wait_all(x->c, 1, &rq, &x->desc));
+      memcpy((char *)r->recv + off * es, out, m * es);
+    }
+  }
+  if (r->op == DDP_AVG) ddp__scale_host(r->recv, n, r->dtype, (double)x->size);
+  return DDP_OK;
+}
+
+static ddp_status_t run_allreduce(ddp__ctx_t *x, struct ddp_request *r) {
+  if (r->count == 0) return DDP_OK;
+  ddp__ar_t a = {r->send, r->recv, r->count, r->dtype, r->op == DDP_AVG ? DDP_SUM : r->op};
+  x->desc.algo = r->algo->name;
+  DDP_TRY(r->algo->run(x, &a));
+  if (r->op == DDP_AVG) DDP_TRY(x->xp->scale(x, r->recv, r->count, r->dtype, (double)x->size));
+  return DDP_OK;
+}
+
+static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
+                                         "barrier"};
+
+/* Runs one collective on this thread; the caller holds cs->exec. */
+static ddp_status_t execute(struct ddp_request *r) {
+  ddp__comm_t *c = r->c;
+  ddp__coll_t *cs = c->coll;
+  cs->seq++;
+  if (c->cfg.check) {
+    ddp__coll_fp_t fp = {cs->seq, (int)r->kind, -1, -1, (uint64_t)r->count, -1};
+    if (r->kind != DDP__COLL_BARRIER) fp.dtype = (int)r->dtype;
+    if (r->kind == DDP__COLL_ALLREDUCE || r->kind == DDP__COLL_REDUCE_SCATTER) fp.op = (int)r->op;
+    if (r->kind == DDP__COLL_BROADCAST) fp.root = r->root;
+    DDP_TRY(ddp__guard_check(c, &fp));
+  }
+  if (r->opts.mem == DDP_MEM_CUDA) {
+    ddp__dev_call_t call = {r->kind, r->send, r->recv, r->count, r->dtype, r->op, r->root,
+                            &r->opts};
+    return ddp__coll_device_run(c, cs, &call);
+  }
+  size_t bytes = r->count * ddp_dtype_size(r->dtype);
+  ddp__ctx_t x;
+  ddp__ctx_world(&x, c, kind_names[r->kind], bytes, r->opts.tag);
+  x.desc.algo = "mpi";
+  if (c->timeline) ddp__timeline_event(c->timeline, 'B', kind_names[r->kind], "coll", NULL);
+  ddp_status_t st = DDP_OK;
+  switch (r->kind) {
+    case DDP__COLL_ALLREDUCE: st = run_allreduce(&x, r); break;
+    case DDP__COLL_BROADCAST: st = run_broadcast(&x, r); break;
+    case DDP__COLL_ALLGATHER: st = run_allgather(&x, r); break;
+    case DDP__COLL_REDUCE_SCATTER: st = run_reduce_scatter(&x, r); break;
+    case DDP__COLL_BARRIER: {
+      MPI_Request rq = MPI_REQUEST_NULL;
+      int rc = MPI_Ibarrier(x.comm, &rq);
+      st = rc == MPI_SUCCESS ? ddp__wait_all(c, 1, &rq, &x.desc) : ddp__mpi_error(rc, "MPI_Ibarrier");
+      break;
+    }
+  }
+  if (c->timeline) ddp__timeline_event(c->timeline, 'E', kind_names[r->kind], "coll", NULL);
+  return st;
+}
+
+static void execute_record(struct ddp_request *r) {
+  r->st = execute(r);
+  if (r->st != DDP_OK) snprintf(r->msg, sizeof r->msg, "%s", ddp_last_error());
+}
+
+static void *engine_main(void *arg) {
+  ddp__coll_t *cs = arg;
+  pthread_mutex_lock(&cs->mu);
+  for (;;) {
+    while (!cs->head && !cs->stop) pthread_cond_wait(&cs->cv_work, &cs->mu);
+    if (!cs->head) break; /* stop requested and nothing left */
+    struct ddp_request *r = cs->head;
+    cs->head = r->next;
+    if (!cs->head) cs->tail = NULL;
+    pthread_mutex_unlock(&cs->mu);
+    pthread_mutex_lock(&cs->exec);
+    execute_record(r);
+    pthread_mutex_unlock(&cs->exec);
+    pthread_mutex_lock(&cs->mu);
+    r->done = 1;
+    cs->pending--;
+    pthread_cond_broadcast(&cs->cv_done);
+  }
+  pthread_mutex_unlock(&cs->mu);
+  return NULL;
+}
+
+ddp_status_t ddp__coll_engine_stop(ddp__coll_t *cs) {
+  pthread_mutex_lock(&cs->mu);
+  int started = cs->thread_started;
+  cs->stop = 1;
+  pthread_cond_broadcast(&cs->cv_work);
+  pthread_mutex_unlock(&cs->mu);
+  if (started) pthread_join(cs->thread, NULL);
+  cs->thread_started = 0;
+  return DDP_OK;
+}
+
+/* Hands r to the engine (non-blocking) or runs it here. r->done is set when finished. */
+static ddp_status_t submit(struct ddp_request *r, int blocking) {
+  ddp__coll_t *cs = r->c->coll;
+  if (r->c->mpi_serialized) {
+    pthread_mutex_lock(&cs->exec);
+    execute_record(r);
+    pthread_mutex_unlock(&cs->exec);
+    r->done = 1;
+    return DDP_OK;
+  }
+  pthread_mutex_lock(&cs->mu);
+  if (blocking && cs->pending == 0) {
+    /* Nothing queued or running: execute here. Lock order is mu -> exec everywhere. */
+    pthread_mutex_lock(&cs->exec);
+    pthread_mutex_unlock(&cs->mu);
+    execute_record(r);
+    pthread_mutex_unlock(&cs->exec);
+    r->done = 1;
+    return DDP_OK;
+  }
+  if (!cs->thread_started) {
+    int rc = pthread_create(&cs->thread, NULL, engine_main, cs);
+    if (rc != 0) {
+      pthread_mutex_unlock(&cs->mu);
+      return ddp__error(DDP_EINTERNAL, "cannot start the collectives progress thread (error %d)", rc);
+    }
+    cs->thread_started = 1;
+  }
+  r->next = NULL;
+  if (cs->tail) cs->tail->next = r;
+  else cs->head = r;
+  cs->tail = r;
+  cs->pending++;
+  pthread_cond_signal(&cs->cv_work);
+  if (blocking)
+    while (!r->done) pthread_cond_wait(&cs->cv_done, &cs->mu);
+  pthread_mutex_unlock(&cs->mu);
+  return DDP_OK;
+}
+
+static ddp_status_t finish_status(const struct ddp_request *r) {
+  if (r->st == DDP_OK) return DDP_OK;
+  return ddp__error(r->st, "%s", r->msg);
+}
+
+/* ---- argument checks --------------------------------------------------------------------- */
+static ddp_status_t check_opts(const ddp_coll_opts_t *opts) {
+  if (!opts) return DDP_OK;
+  DDP_CHECK_ARG((int)opts->mem >= 0 && opts->mem < DDP_MEM_COUNT,
+                "opts->mem is %d: not a ddp_mem_t (host=0, cuda=1)", (int)opts->mem);
+  if (opts->algo)
+    DDP_CHECK_ARG(strlen(opts->algo) < 16, "opts->algo '%.32s' is too long to be an algorithm name",
+                  opts->algo);
+  return DDP_OK;
+}
+
+static ddp_status_t check_dtype(ddp_dtype_t dtype) {
+  DDP_CHECK_ARG((int)dtype >= 0 && dtype < DDP_DTYPE_COUNT,
+                "dtype %d is not a ddp_dtype_t (valid: 0..%d, f32 f64 f16 bf16 i32 i64 u8)",
+                (int)dtype, DDP_DTYPE_COUNT - 1);
+  return DDP_OK;
+}
+
+static ddp_status_t check_op(ddp_op_t op) {
+  DDP_CHECK_ARG((int)op >= 0 && op < DDP_OP_COUNT,
+                "op %d is not a ddp_op_t (valid: 0..%d, sum avg min max prod)", (int)op,
+                DDP_OP_COUNT - 1);
+  return DDP_OK;
+}
+
+/* count elements of es bytes, times `mult` blocks, must fit in size_t and be addressable. */
+static ddp_status_t check_count(size_t count, size_t es, size_t mult, const char *name) {
+  size_t lim = ((size_t)1 << 62) / es / mult;
+  DDP_CHECK_ARG(count <= lim, "%s %zu overflows: %zu elements of %zu bytes (x%zu) exceed the "
+                "address space", name, count, count, es, mult);
+  return DDP_OK;
+}
+
+static int overlap(const void *a, size_t na, const void *b, size_t nb) {
+  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return na && nb && x < y + nb && y < x + na;
+}
+
+static ddp_status_t new_request(ddp__comm_t *c, ddp__coll_kind_t kind,
+                                const ddp_coll_opts_t *opts, struct ddp_request **out) {
+  struct ddp_request *r = calloc(1, sizeof *r);
+  if (!r) return ddp__error(DDP_ENOMEM, "collective request: out of memory");
+  r->c = c;
+  r->kind = kind;
+  r->root = -1;
+  ddp_coll_opts_default(&r->opts);
+  if (opts) {
+    r->opts = *opts;
+    if (opts->algo) {
+      snprintf(r->algo_name, sizeof r->algo_name, "%s", opts->algo);
+      r->opts.algo = r->algo_name;
+    }
+  }
+  *out = r;
+  return DDP_OK;
+}
+
+ddp_status_t ddp_coll_opts_default(ddp_coll_opts_t *opts) {
+  DDP_CHECK_ARG(opts != NULL, "opts is NULL");
+  opts->algo = NULL;
+  opts->mem = DDP_MEM_HOST;
+  opts->stream = NULL;
+  opts->tag = -1;
+  return DDP_OK;
+}
+
+/* Posts a prepared request: blocking runs it to completion and frees it. */
+static ddp_status_t post(struct ddp_request *r, ddp_request_t **req) {
+  if (!req) {
+    ddp_status_t st = submit(r, 1);
+    if (st == DDP_OK) st = finish_status(r);
+    free(r);
+    return st;
+  }
+  ddp__comm_retain(r->c);
+  ddp_status_t st = submit(r, 0);
+  if (st != DDP_OK) {
+    ddp__comm_release(r->c);
+    free(r);
+    return st;
+  }
+  *req = r;
+  return DDP_OK;
+}
+
+/* ---- allreduce ----------------------------------------------------------------------------- */
+static ddp_status_t allreduce_post(ddp_comm_t *comm, const void *send, void *recv, size_t count,
+                                   ddp_dtype_t dtype, ddp_op_t op, const ddp_coll_opts_t *opts,
+                                   ddp_request_t **req, int nb) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  if (nb) DDP_CHECK_ARG(req != NULL, "req is NULL");
+  DDP_TRY(check_dtype(dtype));
+  DDP_TRY(check_op(op));
+  DDP_TRY(check_opts(opts));
+  size_t es = ddp_dtype_size(dtype);
+  DDP_TRY(check_count(count, es, 1, "count"));
+  size_t bytes = count * es;
+  DDP_CHECK_ARG(count == 0 || recv != NULL, "recv is NULL with count %zu", count);
+  DDP_CHECK_ARG(count == 0 || send != NULL, "send is NULL with count %zu (use DDP_IN_PLACE)", count);
+  if (send == DDP_IN_PLACE) send = recv;
+  DDP_CHECK_ARG(send == recv || !overlap(send, bytes, recv, bytes),
+                "send %p and recv %p overlap partially (%zu bytes): use the same pointer or "
+                "DDP_IN_PLACE for an in-place allreduce", send, (void *)recv, bytes);
+  struct ddp_request *r = NULL;
+  DDP_TRY(new_request(c, DDP__COLL_ALLREDUCE, opts, &r));
+  r->send = send;
+  r->recv = recv;
+  r->count = count;
+  r->dtype = dtype;
+  r->op = op;
+  if (r->opts.mem == DDP_MEM_HOST) {
+    ddp__ctx_t x;
+    ddp__ctx_world(&x, c, "allreduce", bytes, r->opts.tag);
+    ddp__ar_t a = {send, recv, count, dtype, op == DDP_AVG ? DDP_SUM : op};
+    ddp_status_t st = ddp__select(c, r->opts.algo, &x, &a, &r->algo);
+    if (st != DDP_OK) {
+      free(r);
+      return st;
+    }
+  }
+  return post(r, nb ? req : NULL);
+}
+
+ddp_status_t ddp_allreduce(ddp_comm_t *comm, const void *send, void *recv, size_t count,
+                           ddp_dtype_t dtype, ddp_op_t op, const ddp_coll_opts_t *opts) {
+  return allreduce_post(comm, send, recv, count, dtype, op, opts, NULL, 0);
+}
+
+ddp_status_t ddp_iallreduce(ddp_comm_t *comm, const void *send, void *recv, size_t count,
+                            ddp_dtype_t dtype, ddp_op_t op, const ddp_coll_opts_t *opts,
+                            ddp_request_t **req) {
+  return allreduce_post(comm, send, recv, count, dtype, op, opts, req, 1);
+}
+
+/* ---- broadcast ----------------------------------------------------------------------------- */
+static ddp_status_t broadcast_post(ddp_comm_t *comm, void *buf, size_t count, ddp_dtype_t dtype,
+                                   int root, const ddp_coll_opts_t *opts, ddp_request_t **req,
+                                   int nb) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  if (nb) DDP_CHECK_ARG(req != NULL, "req is NULL");
+  DDP_TRY(check_dtype(dtype));
+  DDP_TRY(check_opts(opts));
+  DDP_TRY(check_count(count, ddp_dtype_size(dtype), 1, "count"));
+  DDP_CHECK_ARG(count == 0 || buf != NULL, "buf is NULL with count %zu", count);
+  DDP_CHECK_ARG(root >= 0 && root < c->size, "root %d is out of range (world size %d)", root,
+                c->size);
+  struct ddp_request *r = NULL;
+  DDP_TRY(new_request(c, DDP__COLL_BROADCAST, opts, &r));
+  r->send = r->recv = buf;
+  r->count = count;
+  r->dtype = dtype;
+  r->root = root;
+  return post(r, nb ? req : NULL);
+}
+
+ddp_status_t ddp_broadcast(ddp_comm_t *comm, void *buf, size_t count, ddp_dtype_t dtype, int root,
+                           const ddp_coll_opts_t *opts) {
+  return broadcast_post(comm, buf, count, dtype, root, opts, NULL, 0);
+}
+
+ddp_status_t ddp_ibroadcast(ddp_comm_t *comm, void *buf, size_t count, ddp_dtype_t dtype,
+                            int root, const ddp_coll_opts_t *opts, ddp_request_t **req) {
+  return broadcast_post(comm, buf, count, dtype, root, opts, req, 1);
+}
+
+/* ---- allgather ----------------------------------------------------------------------------- */
+static ddp_status_t allgather_post(ddp_comm_t *comm, const void *send, void *recv,
+                                   size_t send_count, ddp_dtype_t dtype,
+                                   const ddp_coll_opts_t *opts, ddp_request_t **req, int nb) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  if (nb) DDP_CHECK_ARG(req != NULL, "req is NULL");
+  DDP_TRY(check_dtype(dtype));
+  DDP_TRY(check_opts(opts));
+  size_t es = ddp_dtype_size(dtype);
+  DDP_TRY(check_count(send_count, es, (size_t)c->size, "send_count"));
+  size_t bytes = send_count * es;
+  DDP_CHECK_ARG(send_count == 0 || recv != NULL, "recv is NULL with send_count %zu", send_count);
+  DDP_CHECK_ARG(send_count == 0 || send != NULL, "send is NULL with send_count %zu (use DDP_IN_PLACE)",
+                send_count);
+  void *mine = (char *)recv + (size_t)c->rank * bytes;
+  if (send == DDP_IN_PLACE) send = mine;
+  DDP_CHECK_ARG(send == mine || !overlap(send, bytes, recv, bytes * (size_t)c->size),
+                "send %p overlaps recv %p but is not this rank's block (recv + rank*send_count): "
+                "use DDP_IN_PLACE", send, recv);
+  struct ddp_request *r = NULL;
+  DDP_TRY(new_request(c, DDP__COLL_ALLGATHER, opts, &r));
+  r->send = send;
+  r->recv = recv;
+  r->count = send_count;
+  r->dtype = dtype;
+  return post(r, nb ? req : NULL);
+}
+
+ddp_status_t ddp_allgather(ddp_comm_t *comm, const void *send, void *recv, size_t send_count,
+                           ddp_dtype_t dtype, const ddp_coll_opts_t *opts) {
+  return allgather_post(comm, send, recv, send_count, dtype, opts, NULL, 0);
+}
+
+ddp_status_t ddp_iallgather(ddp_comm_t *comm, const void *send, void *recv, size_t send_count,
+                            ddp_dtype_t dtype, const ddp_coll_opts_t *opts, ddp_request_t **req) {
+  return allgather_post(comm, send, recv, send_count, dtype, opts, req, 1);
+}
+
+/* ---- reduce-scatter ------------------------------------------------------------------------ */
+static ddp_status_t reduce_scatter_post(ddp_comm_t *comm, const void *send, void *recv,
+                                        size_t recv_count, ddp_dtype_t dtype, ddp_op_t op,
+                                        const ddp_coll_opts_t *opts, ddp_request_t **req, int nb) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  if (nb) DDP_CHECK_ARG(req != NULL, "req is NULL");
+  DDP_TRY(check_dtype(dtype));
+  DDP_TRY(check_op(op));
+  DDP_TRY(check_opts(opts));
+  size_t es = ddp_dtype_size(dtype);
+  DDP_TRY(check_count(recv_count, es, (size_t)c->size, "recv_count"));
+  size_t bytes = recv_count * es;
+  DDP_CHECK_ARG(recv_count == 0 || recv != NULL, "recv is NULL with recv_count %zu", recv_count);
+  DDP_CHECK_ARG(recv_count == 0 || send != NULL, "send is NULL with recv_count %zu (use DDP_IN_PLACE)",
+                recv_count);
+  if (send == DDP_IN_PLACE) send = recv;
+  DDP_CHECK_ARG(send == recv || !overlap(send, bytes * (size_t)c->size, recv, bytes),
+                "send %p and recv %p overlap partially: use DDP_IN_PLACE (input in recv, "
+                "size*recv_count elements; result in its first recv_count)", send, recv);
+  struct ddp_request *r = NULL;
+  DDP_TRY(new_request(c, DDP__COLL_REDUCE_SCATTER, opts, &r));
+  r->send = send;
+  r->recv = recv;
+  r->count = recv_count;
+  r->dtype = dtype;
+  r->op = op;
+  return post(r, nb ? req : NULL);
+}
+
+ddp_status_t ddp_reduce_scatter(ddp_comm_t *comm, const void *send, void *recv, size_t recv_count,
+                                ddp_dtype_t dtype, ddp_op_t op, const ddp_coll_opts_t *opts) {
+  return reduce_scatter_post(comm, send, recv, recv_count, dtype, op, opts, NULL, 0);
+}
+
+ddp_status_t ddp_ireduce_scatter(ddp_comm_t *comm, const void *send, void *recv,
+                                 size_t recv_count, ddp_dtype_t dtype, ddp_op_t op,
+                                 const ddp_coll_opts_t *opts, ddp_request_t **req) {
+  return reduce_scatter_post(comm, send, recv, recv_count, dtype, op, opts, req, 1);
+}
+
+/* ---- barrier ------------------------------------------------------------------------------- */
+static ddp_status_t barrier_post(ddp_comm_t *comm, ddp_request_t **req, int nb) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  if (nb) DDP_CHECK_ARG(req != NULL, "req is NULL");
+  struct ddp_request *r = NULL;
+  DDP_TRY(new_request(c, DDP__COLL_BARRIER, NULL, &r));
+  return post(r, nb ? req : NULL);
+}
+
+ddp_status_t ddp_barrier(ddp_comm_t *comm) { return barrier_post(comm, NULL, 0); }
+ddp_status_t ddp_ibarrier(ddp_comm_t *comm, ddp_request_t **req) {
+  return barrier_post(comm, req, 1);
+}
+
+/* ---- completion ---------------------------------------------------------------------------- */
+static ddp_status_t complete(ddp_request_t **req) {
+  struct ddp_request *r = *req;
+  ddp__comm_t *c = r->c;
+  ddp_status_t st = finish_status(r);
+  free(r);
+  *req = NULL;
+  ddp__comm_release(c);
+  return st;
+}
+
+ddp_status_t ddp_test(ddp_request_t **req, int *done) {
+  DDP_CHECK_ARG(req != NULL, "req is NULL");
+  DDP_CHECK_ARG(done != NULL, "done is NULL");
+  DDP_CHECK_ARG(*req != NULL, "*req is NULL (already completed, or never posted)");
+  struct ddp_request *r = *req;
+  ddp__coll_t *cs = r->c->coll;
+  pthread_mutex_lock(&cs->mu);
+  int d = r->done;
+  pthread_mutex_unlock(&cs->mu);
+  *done = d;
+  if (!d) return DDP_OK;
+  return complete(req);
+}
+
+ddp_status_t ddp_wait(ddp_request_t **req) {
+  DDP_CHECK_ARG(req != NULL, "req is NULL");
+  DDP_CHECK_ARG(*req != NULL, "*req is NULL (already waited, or never posted)");
+  struct ddp_request *r = *req;
+  ddp__coll_t *cs = r->c->coll;
+  pthread_mutex_lock(&cs->mu);
+  while (!r->done) pthread_cond_wait(&cs->cv_done, &cs->mu);
+  pthread_mutex_unlock(&cs->mu);
+  return complete(req);
+}
+
+ddp_status_t ddp_waitall(size_t n, ddp_request_t **reqs) {
+  DDP_CHECK_ARG(n == 0 || reqs != NULL, "reqs is NULL with n %zu", n);
+  ddp_status_t first = DDP_OK;
+  char msg[512] = "";
+  for (size_t i = 0; i < n; i++) {
+    if (!reqs[i]) continue;
+    ddp_status_t st = ddp_wait(&reqs[i]);
+    if (st != DDP_OK && first == DDP_OK) {
+      first = st;
+      snprintf(msg, sizeof msg, "request %zu: %s", i, ddp_last_error());
+    }
+  }
+  if (first != DDP_OK) return ddp__error(first, "%s", msg);
+  return DDP_OK;
+}
