@@ -1,5 +1,5 @@
 # Robustness tests (issue 8): watchdog, collective fingerprints, failure handling (kill, abort),
-# soak; the libFuzzer targets are configured from here when DDP_FUZZ=ON (tests/fuzz/fuzz.cmake).
+# soak. The fuzz targets are in tests/fuzz.cmake.
 
 # Programs that drive internal (ddp__, hidden) interfaces link the static library.
 function(ddp_add_internal_test_exe exe)
@@ -54,7 +54,3 @@ ddp_add_robust_test(NAME robust_kill_np3 EXE robust_prog NP 3 ARGS kill
 ddp_add_robust_test(NAME robust_ok_np3 EXE robust_prog NP 3 ARGS ok
   EXPECT ok MAXS 30 TIMEOUT 60 LABELS quick robust
   CHECKS --want "robust_prog ok: PASS")
-
-if(DDP_FUZZ)
-  include(${CMAKE_CURRENT_LIST_DIR}/fuzz/fuzz.cmake)
-endif()

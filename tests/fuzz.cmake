@@ -1,0 +1,44 @@
+# Fuzz targets (issue 8) for the parsers that read untrusted bytes: the DDP_* configuration
+# parser, the IDX dataset reader (and the checkpoint reader once apps/common/checkpoint.h exists).
+# Every build replays the committed corpus (tests/fuzz/corpus/<target>) through each target
+# (label quick); with -DDDP_FUZZ=ON and clang, libFuzzer binaries run for DDP_FUZZ_SECONDS
+# each (label fuzz; ci/fuzz.sh).
+set(DDP_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR}/fuzz)
+set(DDP_FUZZ_SECONDS 30 CACHE STRING "Seconds each libFuzzer target runs under ctest -L fuzz")
+
+set(DDP_FUZZ_TARGETS config idx)
+if(EXISTS ${PROJECT_SOURCE_DIR}/apps/common/checkpoint.h AND EXISTS ${DDP_FUZZ_DIR}/fuzz_ckpt.c)
+  list(APPEND DDP_FUZZ_TARGETS ckpt)
+endif()
+
+if(DDP_FUZZ)
+  if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "DDP_FUZZ=ON needs clang (configure with -DCMAKE_C_COMPILER=clang)")
+  endif()
+  # Coverage feedback from the library code itself, not only from the target file.
+  target_compile_options(mpiddp_objects PRIVATE -fsanitize=fuzzer-no-link)
+endif()
+
+foreach(t ${DDP_FUZZ_TARGETS})
+  file(GLOB seeds CONFIGURE_DEPENDS ${DDP_FUZZ_DIR}/corpus/${t}/*)
+  add_executable(fuzz_${t}_replay ${DDP_FUZZ_DIR}/fuzz_${t}.c ${DDP_FUZZ_DIR}/replay_main.c)
+  target_link_libraries(fuzz_${t}_replay PRIVATE mpiddp_static m)
+  target_include_directories(fuzz_${t}_replay PRIVATE ${PROJECT_SOURCE_DIR}/runtime
+    ${PROJECT_SOURCE_DIR}/samplers ${PROJECT_SOURCE_DIR}/apps/common ${PROJECT_BINARY_DIR}/include)
+  add_test(NAME fuzz_${t}_corpus COMMAND fuzz_${t}_replay ${seeds})
+  set_tests_properties(fuzz_${t}_corpus PROPERTIES TIMEOUT 60 LABELS "quick;robust"
+    ENVIRONMENT "${DDP_TEST_ENV}")
+  if(DDP_FUZZ)
+    add_executable(fuzz_${t} ${DDP_FUZZ_DIR}/fuzz_${t}.c)
+    target_link_libraries(fuzz_${t} PRIVATE mpiddp_static m)
+    target_include_directories(fuzz_${t} PRIVATE ${PROJECT_SOURCE_DIR}/runtime
+      ${PROJECT_SOURCE_DIR}/samplers ${PROJECT_SOURCE_DIR}/apps/common ${PROJECT_BINARY_DIR}/include)
+    target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
+    target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
+    math(EXPR tmo "${DDP_FUZZ_SECONDS} + 90")
+    add_test(NAME fuzz_${t} COMMAND bash ${DDP_FUZZ_DIR}/run_fuzz.sh $<TARGET_FILE:fuzz_${t}>
+      ${DDP_FUZZ_SECONDS} ${DDP_FUZZ_DIR}/corpus/${t} ${CMAKE_CURRENT_BINARY_DIR}/fuzz_${t}_work)
+    set_tests_properties(fuzz_${t} PROPERTIES TIMEOUT ${tmo} LABELS "fuzz"
+      ENVIRONMENT "${DDP_TEST_ENV}")
+  endif()
+endforeach()
