@@ -18,3 +18,19 @@ endforeach()
 
 ddp_add_test_exe(sampler_loader sampler_loader.c)
 ddp_add_mpi_test(NAME sampler_loader_np2 EXE sampler_loader NP 2 LABELS quick TIMEOUT 90)
+
+# apps/ddp_sampler: against the committed fixtures (always), and against python3-torch with
+# random arguments when Debian's torch is installed (exit 77 = skipped otherwise).
+if(TARGET ddp_sampler)
+  add_test(NAME sampler_app COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sampler_app.sh
+           $<TARGET_FILE:ddp_sampler> ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/sampler_torch.txt)
+  set_tests_properties(sampler_app PROPERTIES TIMEOUT 60 LABELS quick
+    ENVIRONMENT "${DDP_TEST_ENV}")
+  find_program(DDP_SYSTEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+  if(DDP_SYSTEM_PYTHON3)
+    add_test(NAME sampler_vs_torch COMMAND ${DDP_SYSTEM_PYTHON3}
+             ${CMAKE_CURRENT_SOURCE_DIR}/sampler_vs_torch.py $<TARGET_FILE:ddp_sampler> 300)
+    set_tests_properties(sampler_vs_torch PROPERTIES TIMEOUT 60 LABELS quick
+      ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
+  endif()
+endif()

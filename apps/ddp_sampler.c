@@ -1,0 +1,335 @@
+/* ddp_sampler: prints the index list that torch.utils.data.DistributedSampler gives a rank,
+ * so anyone can check our order against PyTorch's; --bench times index generation and the
+ * prefetching loader. Needs no mpirun (the sampler does not communicate). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "app_check.h"
+#include "ddp.h"
+
+static void usage(FILE *fp) {
+  fprintf(fp,
+          "usage: ddp_sampler --size N [--replicas R] [--rank r | --all-ranks] [--seed S]\n"
+          "                   [--epoch E] [--shuffle] [--drop-last]\n"
+          "                   [--batch-size B [--drop-last-batch]]\n"
+          "       ddp_sampler --bench [--data DIR] [--train-rate SAMPLES_PER_S] [--json FILE]\n"
+          "\n"
+          "Prints the indices torch.utils.data.DistributedSampler(dataset of N, num_replicas=R,\n"
+          "rank=r, shuffle=..., seed=S, drop_last=...) yields after set_epoch(E), space-separated\n"
+          "on one line (Python: print(*sampler)). Defaults: R 1, r 0, S 0, E 0, no shuffle, no\n"
+          "drop_last (note: PyTorch's default is shuffle=True; pass --shuffle for it).\n"
+          "  --all-ranks        one line per rank, rank 0 first\n"
+          "  --batch-size B     one line per batch of B indices (BatchSampler over the rank's list)\n"
+          "  --drop-last-batch  omit the final short batch\n"
+          "  --bench            time index generation and the loader (table + optional JSON)\n"
+          "  --data DIR         Fashion-MNIST folder for --bench (default %s)\n"
+          "  --train-rate X     samples/s a training step consumes, for the loader ratio\n"
+          "                     (default 1939: W-DDP's 33.0 ms/step at batch 64)\n",
+          DDP_FMNIST_DEFAULT_DIR);
+}
+
+/* Strict unsigned parse: decimal digits only, the whole of 0 .. 2^64-1. */
+static int parse_u64(const char *flag, const char *s, uint64_t *out) {
+  if (s == NULL) {
+    fprintf(stderr, "ddp_sampler: %s needs a value\n", flag);
+    return -1;
+  }
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno == ERANGE) {
+    fprintf(stderr, "ddp_sampler: %s '%s' is not an integer in 0 .. 18446744073709551615\n", flag,
+            s);
+    return -1;
+  }
+  *out = (uint64_t)v;
+  return 0;
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Prints one rank's list (or its batches), one line each. */
+static int print_rank(const ddp_sampler_options_t *o, uint64_t epoch, uint64_t batch_size,
+                      int drop_last_batch) {
+  ddp_sampler_t *s = NULL;
+  APP_CHECK(ddp_sampler_create(o, &s));
+  ddp_status_t st = ddp_sampler_set_epoch(s, epoch);
+  if (st != DDP_OK) {
+    fprintf(stderr, "ddp_sampler: %s\n", ddp_last_error());
+    ddp_sampler_destroy(s);
+    return 1;
+  }
+  size_t len = 0, count = 0;
+  APP_CHECK(ddp_sampler_length(s, &len));
+  int64_t *idx = malloc((len > 0 ? len : 1) * sizeof(int64_t));
+  if (idx == NULL) {
+    fprintf(stderr, "ddp_sampler: no memory for %zu indices\n", len);
+    ddp_sampler_destroy(s);
+    return 1;
+  }
+  APP_CHECK(ddp_sampler_indices(s, idx, len, &count));
+  size_t per_line = batch_size ? (size_t)batch_size : (count > 0 ? count : 1);
+  size_t lines = batch_size ? 0 : 1;
+  if (batch_size) APP_CHECK(ddp_sampler_num_batches(s, (size_t)batch_size, drop_last_batch, &lines));
+  /* one big buffered write per line: 60,000 indices print in a few ms */
+  for (size_t b = 0; b < lines; b++) {
+    size_t begin = b * per_line, end = begin + per_line < count ? begin + per_line : count;
+    for (size_t k = begin; k < end; k++)
+      printf(k == begin ? "%" PRId64 : " %" PRId64, idx[k]);
+    putchar('\n');
+  }
+  free(idx);
+  ddp_sampler_destroy(s);
+  return 0;
+}
+
+/* ---- --bench ------------------------------------------------------------------------- */
+
+typedef struct bench_row {
+  char what[64];
+  double value;
+  char unit[16];
+  char note[96];
+} bench_row_t;
+
+/* Median time of ddp_sampler_set_epoch over `reps` epochs. */
+static int bench_set_epoch(uint64_t n, int replicas, int reps, double *median_s) {
+  ddp_sampler_options_t o;
+  ddp_sampler_options_default(&o);
+  o.dataset_size = n;
+  o.num_replicas = replicas;
+  o.rank = replicas - 1;
+  o.seed = 1234;
+  ddp_sampler_t *s = NULL;
+  APP_CHECK(ddp_sampler_create(&o, &s));
+  double *t = malloc((size_t)reps * sizeof(double));
+  if (t == NULL) return 1;
+  for (int i = 0; i < reps; i++) {
+    double t0 = now_s();
+    APP_CHECK(ddp_sampler_set_epoch(s, (uint64_t)i + 1));
+    t[i] = now_s() - t0;
+  }
+  qsort(t, (size_t)reps, sizeof(double), cmp_double);
+  *median_s = t[reps / 2];
+  free(t);
+  ddp_sampler_destroy(s);
+  return 0;
+}
+
+/* Spins for `secs`, standing in for a training step's compute. */
+static void busy(double secs) {
+  double end = now_s() + secs;
+  volatile double acc = 0.0;
+  while (now_s() < end) acc += 1.0;
+  (void)acc;
+}
+
+/* One epoch through the loader; returns seconds and samples. With compute_per_batch > 0 the
+ * consumer spins that long per batch (a training step), so prefetching can hide reading. */
+static int bench_loader(ddp_sampler_t *s, const ddp_dataset_t *ds, int depth,
+                        double compute_per_batch, size_t max_batches, double *secs,
+                        size_t *samples) {
+  ddp_loader_options_t lo;
+  ddp_loader_options_default(&lo);
+  lo.batch_size = 64;
+  lo.prefetch_depth = depth;
+  ddp_loader_t *l = NULL;
+  APP_CHECK(ddp_loader_create(s, ds, &lo, &l));
+  double t0 = now_s();
+  APP_CHECK(ddp_loader_start_epoch(l, 1));
+  ddp_batch_t b;
+  size_t n = 0, nb = 0;
+  volatile float sink = 0.0f;
+  for (;;) {
+    APP_CHECK(ddp_loader_next(l, &b));
+    if (b.count == 0 || nb == max_batches) break;
+    sink += b.x[0];
+    n += b.count;
+    nb++;
+    if (compute_per_batch > 0) busy(compute_per_batch);
+  }
+  *secs = now_s() - t0;
+  *samples = n;
+  (void)sink;
+  ddp_loader_destroy(l);
+  return 0;
+}
+
+static int run_bench(const char *data_dir, double train_rate, const char *json_path) {
+  bench_row_t rows[32];
+  int nrows = 0;
+  printf("# ddp_sampler --bench: mpiddp %s, one process, batch 64\n", ddp_version());
+  printf("# %-44s %14s %-10s %s\n", "measurement", "value", "unit", "note");
+
+  /* 1. index generation (set_epoch = mt19937 + randperm + this rank's share), median */
+  const struct { uint64_t n; int r; int reps; } gen[] = {
+      {60000, 1, 301}, {60000, 8, 301}, {1000000, 1, 21}};
+  for (size_t i = 0; i < sizeof(gen) / sizeof(gen[0]); i++) {
+    double med = 0.0;
+    if (bench_set_epoch(gen[i].n, gen[i].r, gen[i].reps, &med)) return 1;
+    bench_row_t *r = &rows[nrows++];
+    snprintf(r->what, sizeof r->what, "set_epoch n=%" PRIu64 " replicas=%d", gen[i].n, gen[i].r);
+    r->value = med * 1e3;
+    snprintf(r->unit, sizeof r->unit, "ms");
+    snprintf(r->note, sizeof r->note, "median of %d epochs", gen[i].reps);
+  }
+
+  /* 2. loader throughput, Fashion-MNIST (if installed) and synthetic 784-value samples */
+  ddp_dataset_t *sets[2] = {NULL, NULL};
+  const char *names[2] = {"fashion-mnist", "synthetic784"};
+  ddp_status_t st = ddp_dataset_open_fmnist(data_dir, 1, &sets[0]);
+  if (st != DDP_OK)
+    printf("# Fashion-MNIST not loaded (%s): its rows are skipped\n", ddp_last_error());
+  ddp_synthetic_options_t so = {.count = 60000, .ndim = 2, .dims = {28, 28}, .classes = 10,
+                                .seed = 1};
+  APP_CHECK(ddp_dataset_synthetic(&so, &sets[1]));
+  double fm_rate_d0 = 0.0, fm_rate_d2 = 0.0;
+  for (int d = 0; d < 2; d++) {
+    if (sets[d] == NULL) continue;
+    ddp_sampler_options_t o;
+    ddp_sampler_options_default(&o);
+    o.dataset_size = 60000;
+    o.seed = 7;
+    ddp_sampler_t *s = NULL;
+    APP_CHECK(ddp_sampler_create(&o, &s));
+    for (int depth = 0; depth <= 2; depth += 2) {
+      double secs = 0.0;
+      size_t n = 0;
+      if (bench_loader(s, sets[d], depth, 0.0, SIZE_MAX, &secs, &n)) return 1;
+      bench_row_t *r = &rows[nrows++];
+      snprintf(r->what, sizeof r->what, "loader %s depth=%d", names[d], depth);
+      r->value = (double)n / secs;
+      snprintf(r->unit, sizeof r->unit, "samples/s");
+      snprintf(r->note, sizeof r->note, "one epoch of %zu samples in %.3f s", n, secs);
+      if (d == 0 && depth == 0) fm_rate_d0 = r->value;
+      if (d == 0 && depth == 2) fm_rate_d2 = r->value;
+    }
+    /* overlap: a consumer that computes 2 ms per batch, 100 batches, depth 0 vs 2 */
+    double t_d0 = 0.0, t_d2 = 0.0;
+    size_t n0 = 0, n2 = 0;
+    if (bench_loader(s, sets[d], 0, 2e-3, 100, &t_d0, &n0)) return 1;
+    if (bench_loader(s, sets[d], 2, 2e-3, 100, &t_d2, &n2)) return 1;
+    bench_row_t *r = &rows[nrows++];
+    snprintf(r->what, sizeof r->what, "%s 100 x (batch + 2 ms compute) d0", names[d]);
+    r->value = t_d0 * 1e3;
+    snprintf(r->unit, sizeof r->unit, "ms");
+    snprintf(r->note, sizeof r->note, "compute alone: 200 ms");
+    r = &rows[nrows++];
+    snprintf(r->what, sizeof r->what, "%s 100 x (batch + 2 ms compute) d2", names[d]);
+    r->value = t_d2 * 1e3;
+    snprintf(r->unit, sizeof r->unit, "ms");
+    snprintf(r->note, sizeof r->note, "depth 2 / depth 0 = %.3f", t_d2 / t_d0);
+    ddp_sampler_destroy(s);
+    ddp_dataset_destroy(sets[d]);
+  }
+  for (int i = 0; i < nrows; i++)
+    printf("  %-44s %14.4g %-10s %s\n", rows[i].what, rows[i].value, rows[i].unit, rows[i].note);
+  double ratio = fm_rate_d2 > 0 ? fm_rate_d2 / train_rate : 0.0;
+  if (fm_rate_d2 > 0)
+    printf("# loader (fashion-mnist, depth 2) / training consumption (%.0f samples/s) = %.1fx "
+           "(target >= 10x); depth 0 gives %.1fx\n",
+           train_rate, ratio, fm_rate_d0 / train_rate);
+  if (json_path) {
+    FILE *fp = fopen(json_path, "w");
+    if (fp == NULL) {
+      fprintf(stderr, "ddp_sampler: cannot write %s: %s\n", json_path, strerror(errno));
+      return 1;
+    }
+    fprintf(fp, "{\n  \"tool\": \"ddp_sampler --bench\",\n  \"version\": \"%s\",\n", ddp_version());
+    fprintf(fp, "  \"train_rate_samples_per_s\": %.1f,\n  \"loader_over_train\": %.2f,\n",
+            train_rate, ratio);
+    fprintf(fp, "  \"rows\": [\n");
+    for (int i = 0; i < nrows; i++)
+      fprintf(fp, "    {\"what\": \"%s\", \"value\": %.6g, \"unit\": \"%s\", \"note\": \"%s\"}%s\n",
+              rows[i].what, rows[i].value, rows[i].unit, rows[i].note, i + 1 < nrows ? "," : "");
+    fprintf(fp, "  ]\n}\n");
+    fclose(fp);
+    printf("# wrote %s\n", json_path);
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  ddp_sampler_options_t o;
+  ddp_sampler_options_default(&o);
+  o.shuffle = 0; /* the flag turns it on */
+  uint64_t size = 0, replicas = 1, rank = 0, epoch = 0, batch_size = 0;
+  int have_size = 0, all_ranks = 0, drop_last_batch = 0, bench = 0;
+  const char *data_dir = NULL, *json_path = NULL;
+  double train_rate = 64.0 / 0.033;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int bad = 0;
+    if (strcmp(a, "--size") == 0) bad = parse_u64(a, v, &size), have_size = 1, i++;
+    else if (strcmp(a, "--replicas") == 0) bad = parse_u64(a, v, &replicas), i++;
+    else if (strcmp(a, "--rank") == 0) bad = parse_u64(a, v, &rank), i++;
+    else if (strcmp(a, "--seed") == 0) bad = parse_u64(a, v, &o.seed), i++;
+    else if (strcmp(a, "--epoch") == 0) bad = parse_u64(a, v, &epoch), i++;
+    else if (strcmp(a, "--batch-size") == 0) bad = parse_u64(a, v, &batch_size), i++;
+    else if (strcmp(a, "--shuffle") == 0) o.shuffle = 1;
+    else if (strcmp(a, "--drop-last") == 0) o.drop_last = 1;
+    else if (strcmp(a, "--drop-last-batch") == 0) drop_last_batch = 1;
+    else if (strcmp(a, "--all-ranks") == 0) all_ranks = 1;
+    else if (strcmp(a, "--bench") == 0) bench = 1;
+    else if (strcmp(a, "--data") == 0 && v) data_dir = v, i++;
+    else if (strcmp(a, "--json") == 0 && v) json_path = v, i++;
+    else if (strcmp(a, "--train-rate") == 0 && v) {
+      char *end = NULL;
+      train_rate = strtod(v, &end);
+      bad = *end != '\0' || !(train_rate > 0);
+      if (bad) fprintf(stderr, "ddp_sampler: --train-rate '%s' must be a positive number\n", v);
+      i++;
+    } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      usage(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "ddp_sampler: unknown or incomplete argument '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+    if (bad) return 2;
+  }
+  if (bench) return run_bench(data_dir, train_rate, json_path);
+  if (!have_size) {
+    fprintf(stderr, "ddp_sampler: --size is required\n");
+    usage(stderr);
+    return 2;
+  }
+  if (replicas < 1 || replicas > 1000000) {
+    fprintf(stderr, "ddp_sampler: --replicas %" PRIu64 " must be in 1 .. 1000000\n", replicas);
+    return 2;
+  }
+  if (rank >= replicas) {
+    fprintf(stderr, "ddp_sampler: --rank %" PRIu64 " must be below --replicas %" PRIu64 "\n", rank,
+            replicas);
+    return 2;
+  }
+  if (batch_size == 0 && drop_last_batch) {
+    fprintf(stderr, "ddp_sampler: --drop-last-batch needs --batch-size\n");
+    return 2;
+  }
+  o.dataset_size = size;
+  o.num_replicas = (int)replicas;
+  if (!all_ranks) {
+    o.rank = (int)rank;
+    return print_rank(&o, epoch, batch_size, drop_last_batch);
+  }
+  for (uint64_t r = 0; r < replicas; r++) {
+    o.rank = (int)r;
+    if (print_rank(&o, epoch, batch_size, drop_last_batch)) return 1;
+  }
+  return 0;
+}
