@@ -1,0 +1,89 @@
+/* Internal interface of the device layer: one table of operations with two implementations
+ * (CUDA in device_cuda.c, the host emulation in device_emu.c), the per-communicator device
+ * state, and the hooks the device-memory collectives (collectives/coll_device.c) use. */
+#ifndef DDP_DEVICE_INTERNAL_H
+#define DDP_DEVICE_INTERNAL_H
+
+#include "ddp_device.h"
+#include "ddp_internal.h"
+
+typedef struct ddp__device ddp__device_t;
+
+/* Every entry gets arguments already checked by device.c (live handles where the
+ * implementation can tell, non-NULL pointers, valid dtypes/ops). Asynchronous entries queue
+ * work on `stream` (NULL = the implementation's default stream). */
+typedef struct ddp__devimpl {
+  const char *name;
+  ddp_status_t (*init)(ddp__device_t *d);
+  void (*fini)(ddp__device_t *d);
+  ddp_status_t (*dev_alloc)(ddp__device_t *d, size_t bytes, void **ptr);
+  ddp_status_t (*dev_free)(ddp__device_t *d, void *ptr);
+  ddp_status_t (*host_alloc)(ddp__device_t *d, size_t bytes, void **ptr);
+  ddp_status_t (*host_free)(ddp__device_t *d, void *ptr);
+  /* 1 when [ptr, ptr+bytes) lies in device memory (bytes 0: just ptr). */
+  int (*is_dev)(ddp__device_t *d, const void *ptr, size_t bytes);
+  /* Handle checks: DDP_OK or DDP_EINVAL naming `arg` (CUDA cannot check; it accepts). */
+  ddp_status_t (*check_stream)(ddp__device_t *d, ddp_stream_t s, const char *arg);
+  ddp_status_t (*check_event)(ddp__device_t *d, ddp_event_t e, const char *arg);
+  ddp_status_t (*stream_create)(ddp__device_t *d, ddp_stream_t *s);
+  ddp_status_t (*stream_destroy)(ddp__device_t *d, ddp_stream_t s);
+  ddp_status_t (*stream_sync)(ddp__device_t *d, ddp_stream_t s);
+  ddp_status_t (*event_create)(ddp__device_t *d, ddp_event_t *e);
+  ddp_status_t (*event_destroy)(ddp__device_t *d, ddp_event_t e);
+  ddp_status_t (*event_record)(ddp__device_t *d, ddp_event_t e, ddp_stream_t s);
+  ddp_status_t (*stream_wait)(ddp__device_t *d, ddp_stream_t s, ddp_event_t e);
+  ddp_status_t (*event_sync)(ddp__device_t *d, ddp_event_t e);
+  ddp_status_t (*event_query)(ddp__device_t *d, ddp_event_t e, int *done);
+  ddp_status_t (*memcpy_async)(ddp__device_t *d, void *dst, const void *src, size_t bytes,
+                               ddp_stream_t s);
+  ddp_status_t (*memset_async)(ddp__device_t *d, void *dst, int value, size_t bytes,
+                               ddp_stream_t s);
+  ddp_status_t (*host_func)(ddp__device_t *d, ddp_stream_t s, void (*fn)(void *), void *arg);
+  /* dst[i] = dst[i] op src[i]; op != DDP_AVG. */
+  ddp_status_t (*reduce)(ddp__device_t *d, void *dst, const void *src, size_t count,
+                         ddp_dtype_t dtype, ddp_op_t op, ddp_stream_t s);
+  /* divide == 0: buf[i] *= factor (floating dtypes); divide == 1: buf[i] /= factor exactly as
+   * ddp__scale_host does (all dtypes, integers truncated), for avg. */
+  ddp_status_t (*scale)(ddp__device_t *d, void *buf, size_t count, ddp_dtype_t dtype,
+                        double factor, int divide, ddp_stream_t s);
+  ddp_status_t (*convert)(ddp__device_t *d, void *dst, ddp_dtype_t dst_dtype, const void *src,
+                          ddp_dtype_t src_dtype, size_t count, ddp_stream_t s);
+  ddp_status_t (*nonfinite)(ddp__device_t *d, const void *buf, size_t count, ddp_dtype_t dtype,
+                            int *flag, ddp_stream_t s);
+} ddp__devimpl_t;
+
+DDP_HIDDEN extern const ddp__devimpl_t ddp__devimpl_emu;
+#if DDP_HAVE_CUDA
+DDP_HIDDEN extern const ddp__devimpl_t ddp__devimpl_cuda;
+#endif
+
+struct ddp__devcoll; /* collectives/coll_device.c: transports, staging buffers, NCCL */
+
+struct ddp__device {
+  ddp__comm_t *c;
+  ddp_device_kind_t kind;
+  const ddp__devimpl_t *impl;
+  void *state;               /* the implementation's */
+  char desc[128];
+  struct ddp__devcoll *coll; /* created on the first device collective */
+};
+
+/* Freed by device_comm_fini (defined in collectives/coll_device.c). */
+DDP_HIDDEN void ddp__devcoll_free(ddp__device_t *d);
+
+/* Resolves DDP_TRANSPORT (or `requested`, "auto|mpi|staged|nccl") for this device: DDP_OK with
+ * *t set, or DDP_ENOTSUP/DDP_EINVAL explaining why that transport cannot run here. */
+DDP_HIDDEN ddp_status_t ddp__device_pick_transport(ddp__comm_t *c, const char *requested,
+                                                   ddp__transport_t *t);
+DDP_HIDDEN const char *ddp__transport_name(ddp__transport_t t);
+
+/* Kernel launchers in device_kernels.cu (CUDA builds): 0 or a cudaError_t value. */
+#if DDP_HAVE_CUDA
+int ddp__cuda_reduce(void *dst, const void *src, size_t count, int dtype, int op, void *stream);
+int ddp__cuda_scale(void *buf, size_t count, int dtype, double factor, int divide, void *stream);
+int ddp__cuda_convert(void *dst, int dst_dtype, const void *src, int src_dtype, size_t count,
+                      void *stream);
+int ddp__cuda_nonfinite(const void *buf, size_t count, int dtype, int *flag, void *stream);
+#endif
+
+#endif /* DDP_DEVICE_INTERNAL_H */
