@@ -5,10 +5,10 @@
 #include "coll_internal.h"
 
 /* Every algorithm, in the order they are listed to users. */
-static const ddp__algo_t *const algos[] = {&ddp__algo_mpi};
+static const ddp__algo_t *const algos[] = {&ddp__algo_mpi, &ddp__algo_ring, &ddp__algo_rhd};
 #define NALGOS (sizeof algos / sizeof algos[0])
 
-static const char *const names[] = {"auto", "mpi", NULL};
+static const char *const names[] = {"auto", "mpi", "ring", "rhd", NULL};
 
 const char *const *ddp_allreduce_algos(void) { return names; }
 

@@ -1,0 +1,140 @@
+/* Algorithm `rhd`: recursive doubling for small messages (log2 p exchanges of the whole
+ * vector: latency-optimal), Rabenseifner above (recursive-halving reduce-scatter, then
+ * recursive-doubling allgather: bandwidth-optimal). A non-power-of-two p folds the first
+ * 2*(p - p') ranks pairwise first: the even one hands its vector to the odd one, sits out and
+ * gets the result at the end.
+ * Bitwise identity across ranks: in recursive doubling both partners compute
+ * (lower rank's value) op (higher rank's value); in Rabenseifner each element is reduced by
+ * one rank per level and then copied. */
+#include "coll_internal.h"
+
+#define SMALL_BYTES ((size_t)32 << 10)
+#define TAG_FOLD 0x5301
+#define TAG_RD 0x5302
+#define TAG_RS 0x5303
+#define TAG_AG 0x5304
+#define TAG_UNFOLD 0x5305
+#define PIECE_BYTES ((size_t)1 << 31)
+
+typedef struct {
+  int pof2, rem, newrank;
+} fold_t;
+
+static int real_rank(const fold_t *f, int nr) { return nr < f->rem ? nr * 2 + 1 : nr + f->rem; }
+
+static ddp_status_t exchange(ddp__ctx_t *x, const void *sb, size_t sbytes, void *rb,
+                             size_t rbytes, int peer, int tag) {
+  ddp__xreq_t q[2];
+  ddp__xreq_init(&q[0]);
+  ddp__xreq_init(&q[1]);
+  DDP_TRY(x->xp->irecv(x, rb, rbytes, peer, tag, &q[0]));
+  DDP_TRY(x->xp->isend(x, sb, sbytes, peer, tag, &q[1]));
+  return x->xp->wait(x, 2, q);
+}
+
+static ddp_status_t send_only(ddp__ctx_t *x, const void *b, size_t bytes, int peer, int tag) {
+  ddp__xreq_t q;
+  DDP_TRY(x->xp->isend(x, b, bytes, peer, tag, &q));
+  return x->xp->wait(x, 1, &q);
+}
+
+static ddp_status_t recv_only(ddp__ctx_t *x, void *b, size_t bytes, int peer, int tag) {
+  ddp__xreq_t q;
+  DDP_TRY(x->xp->irecv(x, b, bytes, peer, tag, &q));
+  return x->xp->wait(x, 1, &q);
+}
+
+static ddp_status_t rhd_piece(ddp__ctx_t *x, char *buf, size_t count, ddp_dtype_t dtype,
+                              ddp_op_t op) {
+  const ddp__xport_t *xp = x->xp;
+  int p = x->size, r = x->rank;
+  size_t es = ddp_dtype_size(dtype), bytes = count * es;
+  fold_t f;
+  f.pof2 = 1;
+  while (f.pof2 * 2 <= p) f.pof2 *= 2;
+  f.rem = p - f.pof2;
+  void *tmp = NULL;
+  DDP_TRY(xp->scratch(x, 2, bytes, &tmp));
+  /* Fold. */
+  if (r < 2 * f.rem) {
+    if (r % 2 == 0) {
+      DDP_TRY(send_only(x, buf, bytes, r + 1, TAG_FOLD));
+      f.newrank = -1;
+    } else {
+      DDP_TRY(recv_only(x, tmp, bytes, r - 1, TAG_FOLD));
+      DDP_TRY(xp->reduce(x, buf, tmp, count, dtype, op));
+      f.newrank = r / 2;
+    }
+  } else {
+    f.newrank = r - f.rem;
+  }
+  if (f.newrank >= 0) {
+    if (bytes <= SMALL_BYTES || count < (size_t)f.pof2) {
+      for (int mask = 1; mask < f.pof2; mask <<= 1) {
+        int peer = real_rank(&f, f.newrank ^ mask);
+        DDP_TRY(exchange(x, buf, bytes, tmp, bytes, peer, TAG_RD));
+        if (peer < r) {
+          /* tmp = theirs(lower) op mine, then into place. */
+          DDP_TRY(xp->reduce(x, tmp, buf, count, dtype, op));
+          DDP_TRY(xp->copy(x, buf, tmp, bytes));
+        } else {
+          DDP_TRY(xp->reduce(x, buf, tmp, count, dtype, op));
+        }
+      }
+    } else {
+      /* Recursive halving: the lower partner keeps the lower half. Ranges per level are
+       * remembered for the allgather that retraces them. */
+      size_t lo = 0, hi = count;
+      size_t los[32], his[32];
+      int lvl = 0;
+      for (int mask = f.pof2 >> 1; mask > 0; mask >>= 1, lvl++) {
+        int pn = f.newrank ^ mask, peer = real_rank(&f, pn);
+        size_t mid = lo + (hi - lo) / 2;
+        size_t klo, khi, slo, shi; /* kept, sent */
+        if (f.newrank < pn) klo = lo, khi = mid, slo = mid, shi = hi;
+        else klo = mid, khi = hi, slo = lo, shi = mid;
+        DDP_TRY(exchange(x, buf + slo * es, (shi - slo) * es, tmp, (khi - klo) * es, peer, TAG_RS));
+        DDP_TRY(xp->reduce(x, buf + klo * es, tmp, khi - klo, dtype, op));
+        los[lvl] = lo, his[lvl] = hi;
+        lo = klo, hi = khi;
+      }
+      /* Recursive doubling allgather: retrace the levels. */
+      for (int mask = 1; mask < f.pof2; mask <<= 1) {
+        lvl--;
+        int pn = f.newrank ^ mask, peer = real_rank(&f, pn);
+        size_t plo = los[lvl], phi = his[lvl], mid = plo + (phi - plo) / 2;
+        int kept_lower = f.newrank < pn;
+        size_t olo = kept_lower ? mid : plo, ohi = kept_lower ? phi : mid; /* partner's part */
+        DDP_TRY(exchange(x, buf + lo * es, (hi - lo) * es, buf + olo * es, (ohi - olo) * es, peer,
+                         TAG_AG));
+        lo = plo, hi = phi;
+      }
+    }
+  }
+  /* Unfold. */
+  if (r < 2 * f.rem) {
+    if (r % 2 == 0) DDP_TRY(recv_only(x, buf, bytes, r + 1, TAG_UNFOLD));
+    else DDP_TRY(send_only(x, buf, bytes, r - 1, TAG_UNFOLD));
+  }
+  return DDP_OK;
+}
+
+static const char *rhd_supports(const ddp__ctx_t *x, const ddp__ar_t *a) {
+  (void)a;
+  if (x->size > (1 << 30)) return "world too large";
+  return NULL;
+}
+
+static ddp_status_t rhd_run(ddp__ctx_t *x, const ddp__ar_t *a) {
+  size_t es = ddp_dtype_size(a->dtype);
+  if (a->send != a->recv) DDP_TRY(x->xp->copy(x, a->recv, a->send, a->count * es));
+  if (x->size == 1) return DDP_OK;
+  size_t piece = PIECE_BYTES / es;
+  for (size_t off = 0; off < a->count; off += piece) {
+    size_t n = a->count - off < piece ? a->count - off : piece;
+    DDP_TRY(rhd_piece(x, (char *)a->recv + off * es, n, a->dtype, a->op));
+  }
+  return DDP_OK;
+}
+
+const ddp__algo_t ddp__algo_rhd = {"rhd", rhd_supports, rhd_run};
