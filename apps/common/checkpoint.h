@@ -1,0 +1,420 @@
+/* ddp_train's checkpoint file: model parameters, optimizer state (momentum), sampler position
+ * and RNG state, written atomically (temporary file, fsync, rename) with a versioned header
+ * and a CRC32 (zlib) over everything before it. Header-only; the reader works on a byte buffer
+ * so a fuzz target can call ckpt_parse() directly.
+ *
+ * Layout (all integers little-endian, floats IEEE f32 little-endian):
+ *   off  size  field
+ *     0     8  magic "DDPCKPT\0"
+ *     8     4  version (CKPT_VERSION)
+ *    12     4  header_bytes (CKPT_HEADER_BYTES: offset of the parameter-count table)
+ *    16    16  model name, NUL-padded
+ *    32     4  nparams (1 .. CKPT_MAX_PARAMS)
+ *    36     4  world size at save time
+ *    40     8  per-rank batch
+ *    48     8  seed
+ *    56     8  epoch (sampler epoch being trained)
+ *    64     8  step_in_epoch (batches of that epoch already done)
+ *    72     8  global step (optimizer steps done)
+ *    80     8  total parameter elements (sum of the table)
+ *    88     8  RNG state (the app's splitmix64 stream)
+ *    96     8  f64 running train-loss sum of the current epoch
+ *   104     8  steps in that sum
+ *   112     8  epochs of the run that wrote it (informational)
+ *   120     8  reserved (0)
+ *   128  8*np  u64 element count of each parameter tensor
+ *     .  4*T   parameters (T = total), in registration order
+ *     .  4*T   momentum buffers, same order
+ *     .     4  CRC32 of every byte before it
+ * Errors never abort: every function returns 0 or -1 with a message in err. */
+#ifndef CHECKPOINT_H
+#define CHECKPOINT_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define CKPT_MAGIC "DDPCKPT"
+#define CKPT_VERSION 1u
+#define CKPT_HEADER_BYTES 128u
+#define CKPT_MAX_PARAMS 4096u
+/* 16 GiB of parameters is far beyond ddp_train's models; the cap keeps size arithmetic safe. */
+#define CKPT_MAX_TOTAL (UINT64_C(1) << 32)
+
+typedef struct ckpt_state {
+  char model[16];
+  uint32_t nparams;
+  int32_t world;
+  uint64_t batch, seed;
+  uint64_t epoch, step_in_epoch, global_step;
+  uint64_t total;
+  uint64_t rng;
+  double loss_sum;
+  uint64_t loss_steps;
+  uint64_t epochs;
+} ckpt_state_t;
+
+/* Where the variable-size parts lie inside a parsed buffer (byte offsets; the data may be
+ * unaligned, so copy it out with ckpt_copy_floats / ckpt_u64_at). */
+typedef struct ckpt_view {
+  ckpt_state_t st;
+  size_t counts_off, params_off, momentum_off, bytes;
+} ckpt_view_t;
+
+static inline void ckpt__put_u32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline void ckpt__put_u64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint32_t ckpt__get_u32(const unsigned char *p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+static inline uint64_t ckpt__get_u64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+  return v;
+}
+static inline uint64_t ckpt__f64_bits(double d) {
+  uint64_t u;
+  memcpy(&u, &d, sizeof u);
+  return u;
+}
+static inline double ckpt__bits_f64(uint64_t u) {
+  double d;
+  memcpy(&d, &u, sizeof d);
+  return d;
+}
+/* strerror text, cut short so messages with a path always fit. */
+static inline const char *ckpt__errstr(void) { return strerror(errno); }
+
+static inline uint64_t ckpt_u64_at(const void *buf, size_t off) {
+  return ckpt__get_u64((const unsigned char *)buf + off);
+}
+
+/* zlib's crc32 takes a uInt length: feed it in chunks. */
+static inline uint32_t ckpt_crc32(const void *buf, size_t bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const unsigned char *p = (const unsigned char *)buf;
+  while (bytes > 0) {
+    uInt n = bytes > (1u << 30) ? (1u << 30) : (uInt)bytes;
+    crc = crc32(crc, p, n);
+    p += n;
+    bytes -= n;
+  }
+  return (uint32_t)crc;
+}
+
+/* Size of a checkpoint file for nparams tensors of `total` elements in all. */
+static inline size_t ckpt_file_bytes(uint32_t nparams, uint64_t total) {
+  return (size_t)CKPT_HEADER_BYTES + 8u * (size_t)nparams + 8u * (size_t)total + 4u;
+}
+
+/* Validates a whole checkpoint held in buf[0 .. bytes-1]: magic, version, header size,
+ * counts, exact file size, CRC. On success fills *v. Never reads outside the buffer. */
+static inline int ckpt_parse(const void *buf, size_t bytes, ckpt_view_t *v, char *err,
+                             size_t errlen) {
+  const unsigned char *p = (const unsigned char *)buf;
+  if (!buf && bytes) {
+    snprintf(err, errlen, "checkpoint buffer is NULL");
+    return -1;
+  }
+  if (bytes < 8 || memcmp(p, CKPT_MAGIC, 8) != 0) {
+    snprintf(err, errlen, "not a ddp_train checkpoint (bad magic)");
+    return -1;
+  }
+  if (bytes < CKPT_HEADER_BYTES + 4u) {
+    snprintf(err, errlen, "checkpoint truncated: %zu bytes, the header alone is %u", bytes,
+             CKPT_HEADER_BYTES + 4u);
+    return -1;
+  }
+  uint32_t version = ckpt__get_u32(p + 8), hbytes = ckpt__get_u32(p + 12);
+  if (version != CKPT_VERSION) {
+    snprintf(err, errlen, "checkpoint version %u not supported (this build reads version %u)",
+             version, CKPT_VERSION);
+    return -1;
+  }
+  if (hbytes != CKPT_HEADER_BYTES) {
+    snprintf(err, errlen, "checkpoint header size %u, expected %u", hbytes, CKPT_HEADER_BYTES);
+    return -1;
+  }
+  ckpt_state_t st;
+  memset(&st, 0, sizeof st);
+  memcpy(st.model, p + 16, 16);
+  st.model[15] = '\0';
+  st.nparams = ckpt__get_u32(p + 32);
+  st.world = (int32_t)ckpt__get_u32(p + 36);
+  st.batch = ckpt__get_u64(p + 40);
+  st.seed = ckpt__get_u64(p + 48);
+  st.epoch = ckpt__get_u64(p + 56);
+  st.step_in_epoch = ckpt__get_u64(p + 64);
+  st.global_step = ckpt__get_u64(p + 72);
+  st.total = ckpt__get_u64(p + 80);
+  st.rng = ckpt__get_u64(p + 88);
+  st.loss_sum = ckpt__bits_f64(ckpt__get_u64(p + 96));
+  st.loss_steps = ckpt__get_u64(p + 104);
+  st.epochs = ckpt__get_u64(p + 112);
+  if (st.nparams == 0 || st.nparams > CKPT_MAX_PARAMS) {
+    snprintf(err, errlen, "checkpoint header: nparams %u out of range 1..%u", st.nparams,
+             CKPT_MAX_PARAMS);
+    return -1;
+  }
+  if (st.total == 0 || st.total > CKPT_MAX_TOTAL) {
+    snprintf(err, errlen, "checkpoint header: %llu parameter elements out of range",
+             (unsigned long long)st.total);
+    return -1;
+  }
+  if (st.world < 1 || st.batch < 1) {
+    snprintf(err, errlen, "checkpoint header: world %d, batch %llu", (int)st.world,
+             (unsigned long long)st.batch);
+    return -1;
+  }
+  size_t want = ckpt_file_bytes(st.nparams, st.total);
+  if (bytes != want) {
+    snprintf(err, errlen, "checkpoint %.200s: %zu bytes, the header describes %zu",
+             bytes < want ? "truncated" : "has trailing data", bytes, want);
+    return -1;
+  }
+  uint32_t stored = ckpt__get_u32(p + bytes - 4), actual = ckpt_crc32(p, bytes - 4);
+  if (stored != actual) {
+    snprintf(err, errlen, "checkpoint corrupt: CRC32 0x%08x, stored 0x%08x", actual, stored);
+    return -1;
+  }
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < st.nparams; i++) {
+    uint64_t c = ckpt__get_u64(p + CKPT_HEADER_BYTES + 8u * i);
+    if (c == 0 || c > st.total - sum) {
+      snprintf(err, errlen, "checkpoint: tensor %u has %llu elements, inconsistent with the total",
+               i, (unsigned long long)c);
+      return -1;
+    }
+    sum += c;
+  }
+  if (sum != st.total) {
+    snprintf(err, errlen, "checkpoint: tensor sizes add up to %llu, header says %llu",
+             (unsigned long long)sum, (unsigned long long)st.total);
+    return -1;
+  }
+  v->st = st;
+  v->counts_off = CKPT_HEADER_BYTES;
+  v->params_off = v->counts_off + 8u * st.nparams;
+  v->momentum_off = v->params_off + 4u * (size_t)st.total;
+  v->bytes = bytes;
+  return 0;
+}
+
+/* Copies `count` f32 values stored at byte offset off into dst (host byte order). */
+static inline void ckpt_copy_floats(const void *buf, size_t off, float *dst, size_t count) {
+  const unsigned char *p = (const unsigned char *)buf + off;
+  for (size_t k = 0; k < count; k++) {
+    uint32_t u = ckpt__get_u32(p + 4 * k);
+    memcpy(&dst[k], &u, 4);
+  }
+}
+
+/* Checks that a parsed checkpoint fits the run: same model, tensor count and sizes, world
+ * size and per-rank batch (the sampler position means a different data split otherwise). */
+static inline int ckpt_check_compatible(const void *buf, const ckpt_view_t *v, const char *model,
+                                        const size_t *counts, uint32_t nparams, int world,
+                                        uint64_t batch, uint64_t seed, char *err, size_t errlen) {
+  if (strncmp(v->st.model, model, sizeof v->st.model) != 0) {
+    snprintf(err, errlen, "checkpoint is for model '%.200s', this run trains '%.200s'", v->st.model, model);
+    return -1;
+  }
+  if (v->st.nparams != nparams) {
+    snprintf(err, errlen, "checkpoint has %u parameter tensors, the model has %u", v->st.nparams,
+             nparams);
+    return -1;
+  }
+  for (uint32_t i = 0; i < nparams; i++) {
+    uint64_t c = ckpt_u64_at(buf, v->counts_off + 8u * i);
+    if (c != (uint64_t)counts[i]) {
+      snprintf(err, errlen, "checkpoint tensor %u has %llu elements, the model's has %zu", i,
+               (unsigned long long)c, counts[i]);
+      return -1;
+    }
+  }
+  if (v->st.world != world || v->st.batch != batch) {
+    snprintf(err, errlen,
+             "checkpoint was written by %d ranks with batch %llu; this run has %d ranks with "
+             "batch %llu (resume with the same -np and --batch)",
+             (int)v->st.world, (unsigned long long)v->st.batch, world, (unsigned long long)batch);
+    return -1;
+  }
+  if (v->st.seed != seed) {
+    snprintf(err, errlen, "checkpoint was written with --seed %llu, this run has --seed %llu",
+             (unsigned long long)v->st.seed, (unsigned long long)seed);
+    return -1;
+  }
+  return 0;
+}
+
+/* Reads a whole file into a malloc'd buffer (caller frees). */
+static inline int ckpt_read_file(const char *path, void **out, size_t *bytes, char *err,
+                                 size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    snprintf(err, errlen, "cannot open checkpoint %.200s: %.200s", path, ckpt__errstr());
+    return -1;
+  }
+  struct stat sb;
+  if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    snprintf(err, errlen, "checkpoint %.200s is not a regular file", path);
+    fclose(f);
+    return -1;
+  }
+  size_t n = (size_t)sb.st_size;
+  unsigned char *buf = malloc(n ? n : 1);
+  if (!buf) {
+    snprintf(err, errlen, "out of memory reading checkpoint %.200s (%zu bytes)", path, n);
+    fclose(f);
+    return -1;
+  }
+  size_t got = fread(buf, 1, n, f);
+  int bad = ferror(f);
+  fclose(f);
+  if (bad || got != n) {
+    snprintf(err, errlen, "error reading checkpoint %.200s: %.200s", path, bad ? ckpt__errstr() : "short read");
+    free(buf);
+    return -1;
+  }
+  *out = buf;
+  *bytes = n;
+  return 0;
+}
+
+/* Parses the file at path (ckpt_read_file + ckpt_parse); for tools and fuzzing. Open/read
+ * errors name the file; format errors do not (the caller knows which file it asked for). */
+static inline int ckpt_load_file(const char *path, void **buf, size_t *bytes, ckpt_view_t *v,
+                                 char *err, size_t errlen) {
+  void *b = NULL;
+  size_t n = 0;
+  if (ckpt_read_file(path, &b, &n, err, errlen) != 0) return -1;
+  if (ckpt_parse(b, n, v, err, errlen) != 0) {
+    free(b);
+    return -1;
+  }
+  *buf = b;
+  *bytes = n;
+  return 0;
+}
+
+/* Serialises a checkpoint into a malloc'd buffer of ckpt_file_bytes(...) bytes. */
+static inline int ckpt_serialize(const ckpt_state_t *st, float *const *params,
+                                 float *const *momentum, const size_t *counts, void **out,
+                                 size_t *bytes, char *err, size_t errlen) {
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < st->nparams; i++) total += counts[i];
+  if (st->nparams == 0 || st->nparams > CKPT_MAX_PARAMS || total == 0 || total > CKPT_MAX_TOTAL) {
+    snprintf(err, errlen, "cannot checkpoint %u tensors of %llu elements", st->nparams,
+             (unsigned long long)total);
+    return -1;
+  }
+  size_t n = ckpt_file_bytes(st->nparams, total);
+  unsigned char *b = calloc(1, n);
+  if (!b) {
+    snprintf(err, errlen, "out of memory for a %zu-byte checkpoint", n);
+    return -1;
+  }
+  memcpy(b, CKPT_MAGIC, 8);
+  ckpt__put_u32(b + 8, CKPT_VERSION);
+  ckpt__put_u32(b + 12, CKPT_HEADER_BYTES);
+  memcpy(b + 16, st->model, strnlen(st->model, 15));
+  ckpt__put_u32(b + 32, st->nparams);
+  ckpt__put_u32(b + 36, (uint32_t)st->world);
+  ckpt__put_u64(b + 40, st->batch);
+  ckpt__put_u64(b + 48, st->seed);
+  ckpt__put_u64(b + 56, st->epoch);
+  ckpt__put_u64(b + 64, st->step_in_epoch);
+  ckpt__put_u64(b + 72, st->global_step);
+  ckpt__put_u64(b + 80, total);
+  ckpt__put_u64(b + 88, st->rng);
+  ckpt__put_u64(b + 96, ckpt__f64_bits(st->loss_sum));
+  ckpt__put_u64(b + 104, st->loss_steps);
+  ckpt__put_u64(b + 112, st->epochs);
+  size_t off = CKPT_HEADER_BYTES;
+  for (uint32_t i = 0; i < st->nparams; i++, off += 8) ckpt__put_u64(b + off, counts[i]);
+  for (int which = 0; which < 2; which++)
+    for (uint32_t i = 0; i < st->nparams; i++) {
+      const float *src = which ? momentum[i] : params[i];
+      for (size_t k = 0; k < counts[i]; k++, off += 4) {
+        uint32_t u;
+        memcpy(&u, &src[k], 4);
+        ckpt__put_u32(b + off, u);
+      }
+    }
+  ckpt__put_u32(b + off, ckpt_crc32(b, off));
+  *out = b;
+  *bytes = n;
+  return 0;
+}
+
+/* Writes buf to path atomically: path.tmp.<pid>, fsync, rename over path, fsync the folder.
+ * On any failure the temporary file is removed and an existing path is left untouched. */
+static inline int ckpt_write_atomic(const char *path, const void *buf, size_t bytes, char *err,
+                                    size_t errlen) {
+  char tmp[4096];
+  int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  if (len < 0 || (size_t)len >= sizeof tmp) {
+    snprintf(err, errlen, "checkpoint path too long");
+    return -1;
+  }
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    snprintf(err, errlen, "cannot create %.200s: %.200s", tmp, ckpt__errstr());
+    return -1;
+  }
+  const unsigned char *p = (const unsigned char *)buf;
+  size_t left = bytes;
+  while (left > 0) {
+    ssize_t w = write(fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      snprintf(err, errlen, "writing %.200s: %.200s", tmp, w < 0 ? ckpt__errstr() : "no progress");
+      close(fd);
+      unlink(tmp);
+      return -1;
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  if (fsync(fd) != 0) {
+    snprintf(err, errlen, "fsync %.200s: %.200s", tmp, ckpt__errstr());
+    close(fd);
+    unlink(tmp);
+    return -1;
+  }
+  if (close(fd) != 0) {
+    snprintf(err, errlen, "close %.200s: %.200s", tmp, ckpt__errstr());
+    unlink(tmp);
+    return -1;
+  }
+  if (rename(tmp, path) != 0) {
+    snprintf(err, errlen, "rename %.200s -> %.200s: %.80s", tmp, path, ckpt__errstr());
+    unlink(tmp);
+    return -1;
+  }
+  /* Make the rename itself durable. */
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (slash == dir) slash[1] = '\0';
+  else if (slash) *slash = '\0';
+  else snprintf(dir, sizeof dir, ".");
+  int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)fsync(dfd);
+    close(dfd);
+  }
+  return 0;
+}
+
+#endif /* CHECKPOINT_H */

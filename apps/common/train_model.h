@@ -1,0 +1,409 @@
+/* ddp_train's models as a small layer stack (dense, conv via im2col + GEMM, 2x2 max pool):
+ * the default MLP 784-512-256-10 and the small CNN, with optional activation checkpointing
+ * (recompute each block's activations during backward). Header-only; cblas on the host.
+ *
+ * Conventions (as in apps/common/mlp.h): parameters numbered in forward order (W0, b0,
+ * W1, b1, ...), PyTorch layouts (Linear W is out x in, Conv2d W is cout x cin x k x k), the
+ * loss is the mean softmax cross-entropy over the local batch, gradients are written into
+ * caller-provided pointers (grad[i], e.g. reducer bucket views) and a callback fires as soon
+ * as each gradient is complete (bias, then weight, last layer first). */
+#ifndef TRAIN_MODEL_H
+#define TRAIN_MODEL_H
+
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cnn.h"
+#include "train_util.h" /* train_rng_uniform */
+
+#define TM_MAX_LAYERS 8
+#define TM_MAX_PARAMS (2 * TM_MAX_LAYERS)
+
+typedef void (*tm_grad_ready_fn)(size_t param_index, void *ctx);
+
+typedef enum tm_kind { TM_DENSE = 0, TM_CONV, TM_POOL } tm_kind_t;
+
+typedef struct tm_layer {
+  tm_kind_t kind;
+  int relu;           /* ReLU fused on the output (dense, conv) */
+  int c, h, w;        /* input shape per sample (dense: c = in features, h = w = 1) */
+  int oc, oh, ow;     /* output shape per sample */
+  int k;              /* conv kernel size */
+  int wi;             /* parameter index of W (b is wi + 1); -1 for pooling */
+  int block;          /* activation-checkpointing block */
+  int boundary;       /* last layer of its block: its output is kept in checkpoint mode */
+  size_t in_elems, out_elems, col_elems; /* per sample */
+  float *out;         /* max_batch * out_elems */
+  float *col;         /* conv: max_batch * col_elems (im2col of every sample) */
+  int32_t *arg;       /* pool: max_batch * out_elems */
+} tm_layer_t;
+
+typedef struct train_model {
+  char name[16];
+  char desc[96];                       /* e.g. "MLP 784-512-256-10" */
+  int nlayers;
+  tm_layer_t layer[TM_MAX_LAYERS];
+  int max_batch, classes;
+  size_t in_elems;
+  size_t nparams, total;
+  float *param[TM_MAX_PARAMS];
+  size_t count[TM_MAX_PARAMS];
+  char pname[TM_MAX_PARAMS][16];
+  float *grad[TM_MAX_PARAMS];          /* set by the caller before backward */
+  float *param_block;
+  int checkpoint;                      /* recompute non-boundary activations in backward */
+  float *arena;                        /* checkpoint mode: shared scratch of one block */
+  float *delta[2];                     /* back-propagated error, ping-pong */
+  float *dcol;                         /* conv backward: one sample's column gradient */
+  size_t act_bytes;                    /* activation bytes held between forward and backward */
+  size_t act_bytes_full;               /* ... without checkpointing */
+  size_t act_bytes_ckpt;               /* ... with checkpointing */
+} train_model_t;
+
+static inline void tm_free(train_model_t *m) {
+  if (!m) return;
+  for (int l = 0; l < m->nlayers; l++) {
+    tm_layer_t *L = &m->layer[l];
+    if (!m->checkpoint || L->boundary) free(L->out);
+    if (!m->checkpoint) {
+      free(L->col);
+      free(L->arg);
+    }
+  }
+  free(m->arena);
+  free(m->delta[0]);
+  free(m->delta[1]);
+  free(m->dcol);
+  free(m->param_block);
+  memset(m, 0, sizeof *m);
+}
+
+/* Bytes a layer keeps for backward: output, im2col columns, pooling argmax. */
+static inline size_t tm__layer_bytes(const tm_layer_t *L, size_t batch, int with_out) {
+  size_t b = 0;
+  if (with_out) b += L->out_elems * sizeof(float);
+  b += L->col_elems * sizeof(float);
+  if (L->kind == TM_POOL) b += L->out_elems * sizeof(int32_t);
+  return b * batch;
+}
+
+/* Builds "mlp" (784-512-256-10, blocks [fc1 fc2][fc3]) or "cnn" (conv 1->16 5x5, ReLU, pool,
+ * conv 16->32 5x5, ReLU, pool, fc 512->10; blocks [conv pool][conv pool][fc]) for inputs of
+ * 1 x 28 x 28 and `classes` outputs, work buffers for max_batch samples. Returns 0, or -1 with
+ * a message in err. */
+static inline int tm_create(train_model_t *m, const char *kind, int max_batch, int classes,
+                            int checkpoint, char *err, size_t errlen) {
+  memset(m, 0, sizeof *m);
+  if (max_batch < 1 || classes < 2) {
+    snprintf(err, errlen, "bad model arguments: max_batch %d, classes %d", max_batch, classes);
+    return -1;
+  }
+  m->max_batch = max_batch;
+  m->classes = classes;
+  m->checkpoint = checkpoint;
+  m->in_elems = 784;
+  snprintf(m->name, sizeof m->name, "%s", kind);
+  int nl = 0;
+  tm_layer_t *L = m->layer;
+#define TM_DENSE_(in, out, rl, blk) \
+  (L[nl] = (tm_layer_t){.kind = TM_DENSE, .relu = rl, .c = in, .h = 1, .w = 1, .oc = out, .oh = 1, .ow = 1, .block = blk}, nl++)
+#define TM_CONV_(ci, hh, co, kk, blk)                                                         \
+  (L[nl] = (tm_layer_t){.kind = TM_CONV, .relu = 1, .c = ci, .h = hh, .w = hh, .oc = co,        \
+                        .oh = hh - kk + 1, .ow = hh - kk + 1, .k = kk, .block = blk}, nl++)
+#define TM_POOL_(ci, hh, blk) \
+  (L[nl] = (tm_layer_t){.kind = TM_POOL, .c = ci, .h = hh, .w = hh, .oc = ci, .oh = hh / 2, .ow = hh / 2, .block = blk}, nl++)
+  if (strcmp(kind, "mlp") == 0) {
+    TM_DENSE_(784, 512, 1, 0);
+    TM_DENSE_(512, 256, 1, 0);
+    TM_DENSE_(256, classes, 0, 1);
+    snprintf(m->desc, sizeof m->desc, "MLP 784-512-256-%d", classes);
+  } else if (strcmp(kind, "cnn") == 0) {
+    TM_CONV_(1, 28, 16, 5, 0);
+    TM_POOL_(16, 24, 0);
+    TM_CONV_(16, 12, 32, 5, 1);
+    TM_POOL_(32, 8, 1);
+    TM_DENSE_(32 * 4 * 4, classes, 0, 2);
+    snprintf(m->desc, sizeof m->desc, "CNN conv5x5(16)-pool-conv5x5(32)-pool-fc%d", classes);
+  } else {
+    snprintf(err, errlen, "unknown model '%s' (expected mlp or cnn)", kind);
+    return -1;
+  }
+#undef TM_DENSE_
+#undef TM_CONV_
+#undef TM_POOL_
+  m->nlayers = nl;
+  size_t maxw = 0, maxcol = 0;
+  for (int l = 0; l < nl; l++) {
+    tm_layer_t *y = &L[l];
+    y->in_elems = (size_t)y->c * (size_t)y->h * (size_t)y->w;
+    y->out_elems = (size_t)y->oc * (size_t)y->oh * (size_t)y->ow;
+    y->col_elems = y->kind == TM_CONV ? (size_t)y->c * (size_t)y->k * (size_t)y->k * (size_t)y->oh * (size_t)y->ow : 0;
+    y->boundary = l == nl - 1 || L[l + 1].block != y->block;
+    if (y->in_elems > maxw) maxw = y->in_elems;
+    if (y->out_elems > maxw) maxw = y->out_elems;
+    if (y->col_elems > maxcol) maxcol = y->col_elems;
+    y->wi = -1;
+    if (y->kind != TM_POOL) {
+      y->wi = (int)m->nparams;
+      size_t fan_in = y->kind == TM_DENSE ? (size_t)y->c : (size_t)y->c * (size_t)y->k * (size_t)y->k;
+      m->count[m->nparams] = (size_t)y->oc * fan_in;
+      snprintf(m->pname[m->nparams], sizeof m->pname[0], "%s%d.weight", y->kind == TM_DENSE ? "fc" : "conv", l);
+      m->count[m->nparams + 1] = (size_t)y->oc;
+      snprintf(m->pname[m->nparams + 1], sizeof m->pname[0], "%s%d.bias", y->kind == TM_DENSE ? "fc" : "conv", l);
+      m->nparams += 2;
+    }
+  }
+  if (m->layer[0].in_elems != m->in_elems) {
+    snprintf(err, errlen, "internal: model input %zu != 784", m->layer[0].in_elems);
+    return -1;
+  }
+  /* Activation memory of both modes, from the shapes; the mode in use is also allocated. */
+  size_t B = (size_t)max_batch, arena = 0, blk_bytes = 0;
+  for (int l = 0; l < nl; l++) {
+    m->act_bytes_full += tm__layer_bytes(&L[l], B, 1);
+    m->act_bytes_ckpt += L[l].boundary ? L[l].out_elems * sizeof(float) * B : 0;
+    blk_bytes += tm__layer_bytes(&L[l], B, !L[l].boundary);
+    if (L[l].boundary) {
+      if (blk_bytes > arena) arena = blk_bytes;
+      blk_bytes = 0;
+    }
+  }
+  m->act_bytes_ckpt += arena;
+  m->act_bytes = checkpoint ? m->act_bytes_ckpt : m->act_bytes_full;
+
+  for (size_t i = 0; i < m->nparams; i++) m->total += m->count[i];
+  m->param_block = malloc(sizeof(float) * m->total);
+  m->delta[0] = malloc(sizeof(float) * B * maxw);
+  m->delta[1] = malloc(sizeof(float) * B * maxw);
+  m->dcol = malloc(sizeof(float) * (maxcol ? maxcol : 1));
+  int bad = !m->param_block || !m->delta[0] || !m->delta[1] || !m->dcol;
+  size_t off = 0;
+  for (size_t i = 0; i < m->nparams; i++) {
+    m->param[i] = m->param_block ? m->param_block + off : NULL;
+    off += m->count[i];
+  }
+  if (checkpoint && !bad) {
+    m->arena = malloc(arena ? arena : 1);
+    bad = !m->arena;
+  }
+  /* In checkpoint mode every non-boundary buffer of a block lives in the shared arena (one
+   * block's worth), so recomputing block j overwrites block j+1's scratch, never a kept
+   * boundary output. */
+  char *cursor = (char *)m->arena;
+  for (int l = 0; l < nl && !bad; l++) {
+    tm_layer_t *y = &L[l];
+    if (!checkpoint) {
+      y->out = malloc(sizeof(float) * B * y->out_elems);
+      if (y->col_elems) y->col = malloc(sizeof(float) * B * y->col_elems);
+      if (y->kind == TM_POOL) y->arg = malloc(sizeof(int32_t) * B * y->out_elems);
+      bad = !y->out || (y->col_elems && !y->col) || (y->kind == TM_POOL && !y->arg);
+      continue;
+    }
+    if (y->boundary) {
+      y->out = malloc(sizeof(float) * B * y->out_elems);
+      bad = !y->out;
+    } else {
+      y->out = (float *)cursor;
+      cursor += sizeof(float) * B * y->out_elems;
+    }
+    if (y->col_elems) {
+      y->col = (float *)cursor;
+      cursor += sizeof(float) * B * y->col_elems;
+    }
+    if (y->kind == TM_POOL) {
+      y->arg = (int32_t *)cursor;
+      cursor += sizeof(int32_t) * B * y->out_elems;
+    }
+    if (y->boundary) cursor = (char *)m->arena;
+  }
+  if (bad) {
+    tm_free(m);
+    snprintf(err, errlen, "out of memory building the %s model for batch %d", kind, max_batch);
+    return -1;
+  }
+  return 0;
+}
+
+/* PyTorch's default Linear/Conv2d range U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for W and b from one
+ * splitmix64 stream (*rng, advanced) in parameter order. */
+static inline void tm_init_params(train_model_t *m, uint64_t *rng) {
+  uint64_t s = *rng;
+  for (int l = 0; l < m->nlayers; l++) {
+    const tm_layer_t *y = &m->layer[l];
+    if (y->wi < 0) continue;
+    float bound = 1.0f / sqrtf((float)(m->count[y->wi] / (size_t)y->oc));
+    for (int t = 0; t < 2; t++) {
+      float *p = m->param[y->wi + t];
+      for (size_t k = 0; k < m->count[y->wi + t]; k++) p[k] = bound * train_rng_uniform(&s);
+    }
+  }
+  *rng = s;
+}
+
+static inline void tm__relu(float *z, size_t n) {
+  for (size_t k = 0; k < n; k++) z[k] = z[k] > 0.0f ? z[k] : 0.0f;
+}
+
+static inline void tm__layer_forward(train_model_t *m, tm_layer_t *y, const float *in, int batch) {
+  size_t B = (size_t)batch;
+  if (y->kind == TM_DENSE) {
+    const float *W = m->param[y->wi], *b = m->param[y->wi + 1];
+    for (size_t r = 0; r < B; r++) memcpy(y->out + r * (size_t)y->oc, b, sizeof(float) * (size_t)y->oc);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, y->oc, y->c, 1.0f, in, y->c, W,
+                y->c, 1.0f, y->out, y->oc);
+  } else if (y->kind == TM_CONV) {
+    const float *W = m->param[y->wi], *b = m->param[y->wi + 1];
+    int K = y->c * y->k * y->k, P = y->oh * y->ow;
+    for (size_t n = 0; n < B; n++) {
+      float *col = y->col + n * y->col_elems, *out = y->out + n * y->out_elems;
+      cnn_im2col(in + n * y->in_elems, y->c, y->h, y->w, y->k, col);
+      for (int co = 0; co < y->oc; co++)
+        for (int p = 0; p < P; p++) out[(size_t)co * (size_t)P + (size_t)p] = b[co];
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, y->oc, P, K, 1.0f, W, K, col, P,
+                  1.0f, out, P);
+    }
+  } else {
+    for (size_t n = 0; n < B; n++)
+      cnn_maxpool2(in + n * y->in_elems, y->c, y->h, y->w, y->out + n * y->out_elems,
+                   y->arg + n * y->out_elems);
+  }
+  if (y->relu) tm__relu(y->out, B * y->out_elems);
+}
+
+static inline const float *tm__input(const train_model_t *m, int l, const float *x) {
+  return l ? m->layer[l - 1].out : x;
+}
+
+/* Forward pass over `batch` (<= max_batch) samples of x (batch x 784); the logits are left in
+ * tm_logits(m). With labels, returns the mean cross-entropy (else 0). */
+static inline double tm_forward(train_model_t *m, const float *x, const int32_t *labels, int batch) {
+  for (int l = 0; l < m->nlayers; l++) tm__layer_forward(m, &m->layer[l], tm__input(m, l, x), batch);
+  if (!labels) return 0.0;
+  const float *logits = m->layer[m->nlayers - 1].out;
+  int C = m->classes;
+  double loss = 0.0;
+  for (int r = 0; r < batch; r++) {
+    const float *z = logits + (size_t)r * (size_t)C;
+    float mx = z[0];
+    for (int c = 1; c < C; c++) mx = z[c] > mx ? z[c] : mx;
+    double sum = 0.0;
+    for (int c = 0; c < C; c++) sum += exp((double)(z[c] - mx));
+    loss += log(sum) + (double)mx - (double)z[labels[r]];
+  }
+  return loss / batch;
+}
+
+static inline const float *tm_logits(const train_model_t *m) { return m->layer[m->nlayers - 1].out; }
+
+/* Backward of one layer: dout (batch x out_elems, modified in place by the ReLU mask) ->
+ * parameter gradients (+ callbacks) and, unless din is NULL, din (batch x in_elems). */
+static inline void tm__layer_backward(train_model_t *m, tm_layer_t *y, const float *in,
+                                      float *dout, float *din, int batch, tm_grad_ready_fn ready,
+                                      void *ctx) {
+  size_t B = (size_t)batch;
+  if (y->relu) {
+    size_t n = B * y->out_elems;
+    for (size_t k = 0; k < n; k++)
+      if (y->out[k] <= 0.0f) dout[k] = 0.0f;
+  }
+  if (y->kind == TM_POOL) {
+    if (din)
+      for (size_t n = 0; n < B; n++)
+        cnn_maxpool2_backward(dout + n * y->out_elems, y->arg + n * y->out_elems, y->out_elems,
+                              y->in_elems, din + n * y->in_elems);
+    return;
+  }
+  float *dW = m->grad[y->wi], *db = m->grad[y->wi + 1];
+  const float *W = m->param[y->wi];
+  memset(db, 0, sizeof(float) * (size_t)y->oc);
+  if (y->kind == TM_DENSE) {
+    for (size_t r = 0; r < B; r++) {
+      const float *d = dout + r * (size_t)y->oc;
+      for (int c = 0; c < y->oc; c++) db[c] += d[c];
+    }
+    if (ready) ready((size_t)y->wi + 1, ctx);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, y->oc, y->c, batch, 1.0f, dout, y->oc, in,
+                y->c, 0.0f, dW, y->c);
+    if (ready) ready((size_t)y->wi, ctx);
+    if (din)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, y->c, y->oc, 1.0f, dout, y->oc,
+                  W, y->c, 0.0f, din, y->c);
+    return;
+  }
+  int K = y->c * y->k * y->k, P = y->oh * y->ow;
+  for (size_t n = 0; n < B; n++) {
+    const float *d = dout + n * y->out_elems;
+    for (int co = 0; co < y->oc; co++) {
+      float s = 0.0f;
+      for (int p = 0; p < P; p++) s += d[(size_t)co * (size_t)P + (size_t)p];
+      db[co] += s;
+    }
+  }
+  if (ready) ready((size_t)y->wi + 1, ctx);
+  for (size_t n = 0; n < B; n++)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, y->oc, K, P, 1.0f, dout + n * y->out_elems,
+                P, y->col + n * y->col_elems, P, n ? 1.0f : 0.0f, dW, K);
+  if (ready) ready((size_t)y->wi, ctx);
+  if (din)
+    for (size_t n = 0; n < B; n++) {
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, P, y->oc, 1.0f, W, K,
+                  dout + n * y->out_elems, P, 0.0f, m->dcol, P);
+      cnn_col2im(m->dcol, y->c, y->h, y->w, y->k, din + n * y->in_elems);
+    }
+}
+
+/* Backward pass after tm_forward(m, x, labels, batch) with the same arguments. Every grad[i]
+ * must point at count[i] floats; gradients are overwritten (not accumulated). With
+ * checkpointing, each block's inner activations are recomputed from its kept input first. */
+static inline void tm_backward(train_model_t *m, const float *x, const int32_t *labels, int batch,
+                               tm_grad_ready_fn ready, void *ctx) {
+  int C = m->classes, nl = m->nlayers;
+  float *delta = m->delta[0], *next = m->delta[1];
+  const float *logits = tm_logits(m);
+  for (int r = 0; r < batch; r++) {
+    const float *z = logits + (size_t)r * (size_t)C;
+    float *d = delta + (size_t)r * (size_t)C;
+    float mx = z[0];
+    for (int c = 1; c < C; c++) mx = z[c] > mx ? z[c] : mx;
+    float sum = 0.0f;
+    for (int c = 0; c < C; c++) sum += (d[c] = expf(z[c] - mx));
+    float inv = 1.0f / (sum * (float)batch);
+    for (int c = 0; c < C; c++) d[c] *= inv;
+    d[labels[r]] -= 1.0f / (float)batch;
+  }
+  int l = nl - 1;
+  while (l >= 0) {
+    int first = l;
+    while (first > 0 && m->layer[first - 1].block == m->layer[l].block) first--;
+    if (m->checkpoint)
+      for (int j = first; j <= l; j++) tm__layer_forward(m, &m->layer[j], tm__input(m, j, x), batch);
+    for (int j = l; j >= first; j--) {
+      tm__layer_backward(m, &m->layer[j], tm__input(m, j, x), delta, j ? next : NULL, batch, ready, ctx);
+      float *t = delta;
+      delta = next;
+      next = t;
+    }
+    l = first - 1;
+  }
+}
+
+/* Number of correct predictions among `batch` samples (forward without labels). */
+static inline size_t tm_count_correct(train_model_t *m, const float *x, const int32_t *labels, int batch) {
+  tm_forward(m, x, NULL, batch);
+  const float *logits = tm_logits(m);
+  size_t correct = 0;
+  for (int r = 0; r < batch; r++) {
+    const float *z = logits + (size_t)r * (size_t)m->classes;
+    int best = 0;
+    for (int c = 1; c < m->classes; c++)
+      if (z[c] > z[best]) best = c;
+    correct += best == labels[r];
+  }
+  return correct;
+}
+
+#endif /* TRAIN_MODEL_H */

@@ -1,0 +1,602 @@
+/* ddp_train: data-parallel training of an MLP (default) or a small CNN on Fashion-MNIST with
+ * the library's sampler, loader and bucketed reducer. Launch it like any MPI program:
+ *   mpirun -np 2 build/apps/ddp_train --epochs 3
+ * Rank 0 prints one line per epoch (train loss, test accuracy over the whole test set split
+ * across ranks, samples/s, time); --checkpoint/--resume continue a run step for step. */
+#include <cblas.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app_check.h"
+#include "checkpoint.h"
+#include "ddp.h"
+#include "train_model.h"
+#include "train_util.h"
+
+/* TEMPORARY until runtime/reducer lands: weak references, so the app links without it and
+ * falls back to --sync mpi at run time. */
+#pragma weak ddp_reducer_opts_default
+#pragma weak ddp_reducer_create
+#pragma weak ddp_reducer_destroy
+#pragma weak ddp_reducer_grad
+#pragma weak ddp_reducer_grad_ready
+#pragma weak ddp_reducer_finish
+#pragma weak ddp_reducer_stats
+
+typedef enum { SYNC_REDUCER = 0, SYNC_MPI } sync_kind_t;
+
+typedef struct opts {
+  int epochs;
+  long batch;
+  double lr, momentum, wd;
+  long warmup; /* -1: default */
+  const char *model;
+  uint64_t seed;
+  const char *algo;
+  double bucket_cap_mb;
+  ddp_hook_t hook;
+  const char *data;
+  const char *metrics;
+  int checkpoint_activations;
+  int threads;
+  const char *checkpoint;
+  long checkpoint_every;
+  const char *resume;
+  long limit_steps;  /* steps per epoch, 0 = all */
+  long limit_test;   /* test samples, 0 = all */
+  long stop_after;   /* stop (as if interrupted) after this global step, 0 = never */
+  const char *log_steps;
+  sync_kind_t sync;
+  int progress; /* -1 auto, 0 off, 1 on */
+} opts_t;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: mpirun -np N ddp_train [options]\n"
+          "  --epochs N               epochs (default 10)\n"
+          "  --batch N                per-rank batch; global batch = N x ranks (default 64)\n"
+          "  --lr X                   peak learning rate (default 0.05)\n"
+          "  --momentum X             SGD momentum (default 0.9)\n"
+          "  --wd X                   weight decay (default 5e-4)\n"
+          "  --warmup N               warmup steps (default min(200, total/10))\n"
+          "  --model mlp|cnn          MLP 784-512-256-10 or conv5x5(16)-pool-conv5x5(32)-pool-fc\n"
+          "  --seed N                 parameter init and data-order seed (default 0)\n"
+          "  --algo NAME              allreduce algorithm of the reducer (auto, mpi, ring, ...)\n"
+          "  --bucket-cap-mb X        reducer bucket cap (default 25)\n"
+          "  --hook none|fp16|bf16    gradient compression on the wire (default none)\n"
+          "  --sync reducer|mpi       gradient exchange: the bucketed reducer (default) or one\n"
+          "                           MPI_Allreduce of all gradients after backward (baseline)\n"
+          "  --data DIR               Fashion-MNIST IDX files (default %s)\n"
+          "  --metrics FILE.csv       per-epoch metrics (rank 0)\n"
+          "  --checkpoint-activations recompute each block's activations during backward\n"
+          "  --threads N              OpenBLAS threads per rank (default 1)\n"
+          "  --checkpoint FILE        save model, optimizer, sampler position and RNG (rank 0)\n"
+          "  --checkpoint-every N     ... every N steps (default: at the end of each epoch)\n"
+          "  --resume FILE            continue from a checkpoint (same -np, --batch, --seed)\n"
+          "  --limit-steps N          at most N steps per epoch (quick runs, tests)\n"
+          "  --limit-test N           evaluate on the first N test images only\n"
+          "  --stop-after N           stop after global step N, as if interrupted (tests)\n"
+          "  --log-steps FILE         write every step's loss (rank 0's local batch) to FILE\n"
+          "  --progress / --no-progress  progress line during an epoch (default: on when\n"
+          "                           stdout is a terminal and not under mpirun, which gives\n"
+          "                           every rank a pseudo-terminal even when piped)\n",
+          DDP_FMNIST_DEFAULT_DIR);
+}
+
+static int parse_long(const char *flag, const char *v, long lo, long hi, long *out) {
+  char *end = NULL;
+  errno = 0;
+  long x = v ? strtol(v, &end, 10) : 0;
+  if (!v || errno || end == v || *end || x < lo || x > hi) {
+    fprintf(stderr, "ddp_train: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi,
+            v ? v : "(missing)");
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+static int parse_double(const char *flag, const char *v, double lo, double hi, double *out) {
+  char *end = NULL;
+  errno = 0;
+  double x = v ? strtod(v, &end) : 0;
+  if (!v || errno || end == v || *end || !(x >= lo && x <= hi)) {
+    fprintf(stderr, "ddp_train: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi,
+            v ? v : "(missing)");
+    return -1;
+  }
+  *out = x;
+  return 0;
+}
+
+/* Returns 0 ok, 1 help printed, -1 error. */
+static int parse_args(int argc, char **argv, opts_t *o) {
+  *o = (opts_t){.epochs = 10, .batch = 64, .lr = 0.05, .momentum = 0.9, .wd = 5e-4,
+                .warmup = -1, .model = "mlp", .seed = 0, .algo = NULL, .bucket_cap_mb = 25.0,
+                .hook = DDP_HOOK_NONE, .data = NULL, .threads = 1, .sync = SYNC_REDUCER, .progress = -1};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    long x;
+    double d;
+#define FLAG(name) (strcmp(a, name) == 0)
+    if (FLAG("-h") || FLAG("--help")) {
+      usage(stdout);
+      return 1;
+    } else if (FLAG("--epochs")) {
+      if (parse_long(a, v, 1, 100000, &x)) return -1;
+      o->epochs = (int)x, i++;
+    } else if (FLAG("--batch")) {
+      if (parse_long(a, v, 1, 65536, &x)) return -1;
+      o->batch = x, i++;
+    } else if (FLAG("--lr")) {
+      if (parse_double(a, v, 0.0, 100.0, &o->lr)) return -1;
+      i++;
+    } else if (FLAG("--momentum")) {
+      if (parse_double(a, v, 0.0, 0.999999, &o->momentum)) return -1;
+      i++;
+    } else if (FLAG("--wd")) {
+      if (parse_double(a, v, 0.0, 1.0, &o->wd)) return -1;
+      i++;
+    } else if (FLAG("--warmup")) {
+      if (parse_long(a, v, 0, LONG_MAX, &x)) return -1;
+      o->warmup = x, i++;
+    } else if (FLAG("--model")) {
+      if (!v || (strcmp(v, "mlp") && strcmp(v, "cnn"))) {
+        fprintf(stderr, "ddp_train: --model expects mlp or cnn, got '%s'\n", v ? v : "(missing)");
+        return -1;
+      }
+      o->model = v, i++;
+    } else if (FLAG("--seed")) {
+      if (parse_long(a, v, 0, LONG_MAX, &x)) return -1;
+      o->seed = (uint64_t)x, i++;
+    } else if (FLAG("--algo")) {
+      if (!v) return fprintf(stderr, "ddp_train: --algo needs a name\n"), -1;
+      o->algo = v, i++;
+    } else if (FLAG("--bucket-cap-mb")) {
+      if (parse_double(a, v, 0.001, 65536.0, &d)) return -1;
+      o->bucket_cap_mb = d, i++;
+    } else if (FLAG("--hook")) {
+      if (v && strcmp(v, "none") == 0) o->hook = DDP_HOOK_NONE;
+      else if (v && strcmp(v, "fp16") == 0) o->hook = DDP_HOOK_FP16;
+      else if (v && strcmp(v, "bf16") == 0) o->hook = DDP_HOOK_BF16;
+      else {
+        fprintf(stderr, "ddp_train: --hook expects none, fp16 or bf16, got '%s'\n",
+                v ? v : "(missing)");
+        return -1;
+      }
+      i++;
+    } else if (FLAG("--sync")) {
+      if (v && strcmp(v, "reducer") == 0) o->sync = SYNC_REDUCER;
+      else if (v && strcmp(v, "mpi") == 0) o->sync = SYNC_MPI;
+      else {
+        fprintf(stderr, "ddp_train: --sync expects reducer or mpi, got '%s'\n", v ? v : "(missing)");
+        return -1;
+      }
+      i++;
+    } else if (FLAG("--data")) {
+      if (!v) return fprintf(stderr, "ddp_train: --data needs a folder\n"), -1;
+      o->data = v, i++;
+    } else if (FLAG("--metrics")) {
+      if (!v) return fprintf(stderr, "ddp_train: --metrics needs a file\n"), -1;
+      o->metrics = v, i++;
+    } else if (FLAG("--checkpoint-activations")) {
+      o->checkpoint_activations = 1;
+    } else if (FLAG("--threads")) {
+      if (parse_long(a, v, 1, 1024, &x)) return -1;
+      o->threads = (int)x, i++;
+    } else if (FLAG("--checkpoint")) {
+      if (!v) return fprintf(stderr, "ddp_train: --checkpoint needs a file\n"), -1;
+      o->checkpoint = v, i++;
+    } else if (FLAG("--checkpoint-every")) {
+      if (parse_long(a, v, 1, LONG_MAX, &x)) return -1;
+      o->checkpoint_every = x, i++;
+    } else if (FLAG("--resume")) {
+      if (!v) return fprintf(stderr, "ddp_train: --resume needs a file\n"), -1;
+      o->resume = v, i++;
+    } else if (FLAG("--limit-steps")) {
+      if (parse_long(a, v, 1, LONG_MAX, &x)) return -1;
+      o->limit_steps = x, i++;
+    } else if (FLAG("--limit-test")) {
+      if (parse_long(a, v, 1, LONG_MAX, &x)) return -1;
+      o->limit_test = x, i++;
+    } else if (FLAG("--stop-after")) {
+      if (parse_long(a, v, 1, LONG_MAX, &x)) return -1;
+      o->stop_after = x, i++;
+    } else if (FLAG("--log-steps")) {
+      if (!v) return fprintf(stderr, "ddp_train: --log-steps needs a file\n"), -1;
+      o->log_steps = v, i++;
+    } else if (FLAG("--no-progress")) {
+      o->progress = 0;
+    } else if (FLAG("--progress")) {
+      o->progress = 1;
+    } else {
+      fprintf(stderr, "ddp_train: unknown option '%s' (see --help)\n", a);
+      return -1;
+    }
+#undef FLAG
+  }
+  if (o->checkpoint_every && !o->checkpoint) {
+    fprintf(stderr, "ddp_train: --checkpoint-every needs --checkpoint FILE\n");
+    return -1;
+  }
+  return 0;
+}
+
+/* Gradient-ready callback of the backward pass: hands the gradient to the reducer. */
+typedef struct ready_ctx {
+  ddp_reducer_t *reducer;
+  ddp_status_t st;
+} ready_ctx_t;
+
+static void on_grad_ready(size_t i, void *ctx) {
+  ready_ctx_t *c = (ready_ctx_t *)ctx;
+  if (c->reducer && c->st == DDP_OK) c->st = ddp_reducer_grad_ready(c->reducer, i);
+}
+
+/* Test accuracy over the first n_test images, split into contiguous ranges across ranks and
+ * summed with one allreduce, so every image is counted exactly once. */
+static int evaluate(train_model_t *m, const ddp_dataset_t *test, uint64_t n_test, MPI_Comm world,
+                    int rank, int size, float *xbuf, int32_t *ybuf, double *acc) {
+  uint64_t lo = n_test * (uint64_t)rank / (uint64_t)size;
+  uint64_t hi = n_test * (uint64_t)(rank + 1) / (uint64_t)size;
+  uint64_t counts[2] = {0, hi - lo};
+  for (uint64_t i = lo; i < hi;) {
+    int b = 0;
+    for (; b < m->max_batch && i < hi; b++, i++)
+      if (ddp_dataset_get(test, i, xbuf + (size_t)b * m->in_elems, m->in_elems, &ybuf[b]) != DDP_OK)
+        return -1;
+    counts[0] += tm_count_correct(m, xbuf, ybuf, b);
+  }
+  if (MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_UINT64_T, MPI_SUM, world) != MPI_SUCCESS) return -1;
+  *acc = counts[1] ? (double)counts[0] / (double)counts[1] : 0.0;
+  return 0;
+}
+
+static const char *hook_name(ddp_hook_t h) {
+  return h == DDP_HOOK_FP16 ? "fp16" : h == DDP_HOOK_BF16 ? "bf16" : "none";
+}
+
+int main(int argc, char **argv) {
+  ddp_comm_t comm;
+  APP_CHECK(ddp_init(&argc, &argv, MPI_COMM_NULL, &comm));
+  int rank = 0, size = 1;
+  APP_CHECK(ddp_comm_rank(&comm, &rank));
+  APP_CHECK(ddp_comm_size(&comm, &size));
+  MPI_Comm world;
+  APP_CHECK(ddp_comm_mpi(&comm, DDP_COMM_WORLD, &world));
+
+  opts_t o;
+  int pr = parse_args(argc, argv, &o);
+  if (pr != 0) {
+    /* Every rank parses the same arguments, so every rank leaves here together. */
+    if (rank != 0) pr = pr < 0 ? -1 : 1;
+    if (ddp_finalize(&comm) != DDP_OK) return 1;
+    return pr < 0 ? 2 : 0;
+  }
+  openblas_set_num_threads(o.threads);
+  if (o.sync == SYNC_REDUCER && !ddp_reducer_create) {
+    if (rank == 0) printf("# note: this library has no reducer yet, using --sync mpi\n");
+    o.sync = SYNC_MPI;
+  }
+
+  ddp_dataset_t *train = NULL, *test = NULL;
+  APP_CHECK(ddp_dataset_open_fmnist(o.data, 1, &train));
+  APP_CHECK(ddp_dataset_open_fmnist(o.data, 0, &test));
+  ddp_dataset_info_t tri, tei;
+  APP_CHECK(ddp_dataset_info(train, &tri));
+  APP_CHECK(ddp_dataset_info(test, &tei));
+
+  train_model_t m;
+  char err[1024];
+  if (tm_create(&m, o.model, (int)o.batch, tri.classes, o.checkpoint_activations, err, sizeof err)) {
+    if (rank == 0) fprintf(stderr, "ddp_train: %s\n", err);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  uint64_t rng = o.seed * 0x2545F4914F6CDD1DULL + 1;
+  tm_init_params(&m, &rng);
+  float *mom_block = calloc(m.total, sizeof(float));
+  float *flat_grad = calloc(m.total, sizeof(float)); /* --sync mpi, and the emergency path */
+  float *mom[TM_MAX_PARAMS];
+  float *xbuf = malloc(sizeof(float) * (size_t)o.batch * m.in_elems);
+  int32_t *ybuf = malloc(sizeof(int32_t) * (size_t)o.batch);
+  if (!mom_block || !flat_grad || !xbuf || !ybuf) {
+    fprintf(stderr, "ddp_train: out of memory\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  for (size_t i = 0, off = 0; i < m.nparams; off += m.count[i], i++) mom[i] = mom_block + off;
+
+  /* ---- resume: rank 0 reads and checks the file, every rank gets its bytes ---- */
+  uint64_t start_epoch = 0, start_step = 0, global_step = 0;
+  double resume_loss_sum = 0.0;
+  uint64_t resume_loss_steps = 0;
+  if (o.resume) {
+    void *buf = NULL;
+    size_t bytes = 0;
+    ckpt_view_t view;
+    long long hdr[1] = {0};
+    int ok = 1;
+    if (rank == 0) {
+      ok = ckpt_load_file(o.resume, &buf, &bytes, &view, err, sizeof err) == 0;
+      if (ok)
+        ok = ckpt_check_compatible(buf, &view, o.model, m.count, (uint32_t)m.nparams, size,
+                                   (uint64_t)o.batch, o.seed, err, sizeof err) == 0;
+      if (!ok) fprintf(stderr, "ddp_train: cannot resume from %s: %s\n", o.resume, err);
+      hdr[0] = ok ? (long long)bytes : -1;
+    }
+    MPI_Bcast(hdr, 1, MPI_LONG_LONG, 0, world);
+    if (hdr[0] < 0) {
+      free(buf);
+      tm_free(&m);
+      ddp_dataset_destroy(train);
+      ddp_dataset_destroy(test);
+      free(mom_block), free(flat_grad), free(xbuf), free(ybuf);
+      ddp_finalize(&comm);
+      return 3;
+    }
+    bytes = (size_t)hdr[0];
+    if (rank != 0) buf = malloc(bytes);
+    if (!buf) MPI_Abort(MPI_COMM_WORLD, 1);
+    for (size_t off = 0; off < bytes;) {
+      int n = bytes - off > (1u << 30) ? (1 << 30) : (int)(bytes - off);
+      MPI_Bcast((char *)buf + off, n, MPI_BYTE, 0, world);
+      off += (size_t)n;
+    }
+    if (rank != 0 && ckpt_parse(buf, bytes, &view, err, sizeof err) != 0) {
+      fprintf(stderr, "ddp_train: rank %d: checkpoint damaged in transit: %s\n", rank, err);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    ckpt_copy_floats(buf, view.params_off, m.param_block, m.total);
+    ckpt_copy_floats(buf, view.momentum_off, mom_block, m.total);
+    start_epoch = view.st.epoch;
+    start_step = view.st.step_in_epoch;
+    global_step = view.st.global_step;
+    rng = view.st.rng;
+    resume_loss_sum = view.st.loss_sum;
+    resume_loss_steps = view.st.loss_steps;
+    free(buf);
+  }
+
+  /* ---- data: PyTorch-identical DistributedSampler + prefetching loader ---- */
+  ddp_sampler_options_t so;
+  ddp_sampler_options_default(&so);
+  so.dataset_size = tri.count;
+  so.num_replicas = size;
+  so.rank = rank;
+  so.shuffle = 1;
+  so.seed = o.seed;
+  ddp_sampler_t *sampler = NULL;
+  APP_CHECK(ddp_sampler_create(&so, &sampler));
+  ddp_loader_options_t lo;
+  ddp_loader_options_default(&lo);
+  lo.batch_size = (size_t)o.batch;
+  ddp_loader_t *loader = NULL;
+  APP_CHECK(ddp_loader_create(sampler, train, &lo, &loader));
+  size_t nb = 0;
+  APP_CHECK(ddp_loader_num_batches(loader, &nb));
+  uint64_t steps_min = 0, steps_max = 0;
+  APP_CHECK(ddp_sampler_agree_steps(&comm, nb, &steps_min, &steps_max));
+  uint64_t steps = steps_min;
+  if (o.limit_steps && (uint64_t)o.limit_steps < steps) steps = (uint64_t)o.limit_steps;
+  uint64_t total_steps = steps * (uint64_t)o.epochs;
+  uint64_t warmup = o.warmup >= 0 ? (uint64_t)o.warmup : train_default_warmup(total_steps);
+  uint64_t n_test = tei.count;
+  if (o.limit_test && (uint64_t)o.limit_test < n_test) n_test = (uint64_t)o.limit_test;
+  if (o.resume && (start_epoch > (uint64_t)o.epochs || start_step > steps)) {
+    if (rank == 0)
+      fprintf(stderr, "ddp_train: checkpoint position epoch %llu step %llu is beyond this run "
+              "(%d epochs of %llu steps)\n", (unsigned long long)start_epoch,
+              (unsigned long long)start_step, o.epochs, (unsigned long long)steps);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+
+  /* ---- gradient exchange ---- */
+  ddp_reducer_t *reducer = NULL;
+  ddp_param_t params[TM_MAX_PARAMS];
+  for (size_t i = 0; i < m.nparams; i++)
+    params[i] = (ddp_param_t){.data = m.param[i], .count = m.count[i], .dtype = DDP_F32,
+                              .mem = DDP_MEM_HOST, .name = m.pname[i], .grad = NULL};
+  ddp_reducer_stats_t rs = {0};
+  if (o.sync == SYNC_REDUCER) {
+    ddp_reducer_opts_t ro;
+    APP_CHECK(ddp_reducer_opts_default(&ro));
+    ro.bucket_cap_mb = o.bucket_cap_mb;
+    ro.hook = o.hook;
+    ro.algo = o.algo;
+    APP_CHECK(ddp_reducer_create(&comm, params, m.nparams, &ro, &reducer));
+    APP_CHECK(ddp_reducer_stats(reducer, &rs));
+  } else {
+    /* Same starting point on every rank, as the reducer's creation guarantees. */
+    MPI_Bcast(m.param_block, (int)m.total, MPI_FLOAT, 0, world);
+    for (size_t i = 0, off = 0; i < m.nparams; off += m.count[i], i++) m.grad[i] = flat_grad + off;
+  }
+
+  FILE *metrics = NULL, *steplog = NULL;
+  if (rank == 0 && o.metrics) {
+    metrics = fopen(o.metrics, o.resume ? "a" : "w");
+    if (!metrics) fprintf(stderr, "ddp_train: cannot write %s: %s\n", o.metrics, strerror(errno));
+    else if (!o.resume)
+      fprintf(metrics, "epoch,global_step,train_loss,test_acc,samples_per_s,epoch_s,lr\n");
+  }
+  if (rank == 0 && o.log_steps) {
+    steplog = fopen(o.log_steps, "w");
+    if (!steplog) fprintf(stderr, "ddp_train: cannot write %s: %s\n", o.log_steps, strerror(errno));
+  }
+  int progress = o.progress > 0 || (o.progress < 0 && isatty(STDOUT_FILENO) &&
+                                     !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_RANK") &&
+                                     !getenv("PMIX_RANK"));
+  progress = progress && rank == 0;
+
+  if (rank == 0) {
+    printf("# ddp_train: %s (%zu parameters), Fashion-MNIST %llu train / %llu test images\n",
+           m.desc, m.total, (unsigned long long)tri.count, (unsigned long long)n_test);
+    printf("# ranks %d, per-rank batch %ld, global batch %ld, %llu steps/epoch, %d epochs\n",
+           size, o.batch, o.batch * size, (unsigned long long)steps, o.epochs);
+    printf("# SGD lr %g momentum %g wd %g, warmup %llu steps then cosine to 0 over %llu steps\n",
+           o.lr, o.momentum, o.wd, (unsigned long long)warmup, (unsigned long long)total_steps);
+    if (o.sync == SYNC_REDUCER)
+      printf("# grad sync: reducer, %zu bucket(s) (cap %g MB), hook %s, algo %s; BLAS threads %d\n",
+             rs.nbuckets, o.bucket_cap_mb, hook_name(o.hook), o.algo ? o.algo : "auto", o.threads);
+    else
+      printf("# grad sync: one MPI_Allreduce of all %zu gradients after backward; BLAS threads %d\n",
+             m.total, o.threads);
+    printf("# activation memory per rank: %.2f MB %s (%.2f MB %s, %.0f%% saved)\n",
+           (double)m.act_bytes / 1048576.0,
+           o.checkpoint_activations ? "with checkpointing" : "without checkpointing",
+           (double)(o.checkpoint_activations ? m.act_bytes_full : m.act_bytes_ckpt) / 1048576.0,
+           o.checkpoint_activations ? "without" : "with --checkpoint-activations",
+           100.0 * (1.0 - (double)m.act_bytes_ckpt / (double)m.act_bytes_full));
+    if (o.resume)
+      printf("# resumed from %s at epoch %llu step %llu (global step %llu)\n", o.resume,
+             (unsigned long long)start_epoch + 1, (unsigned long long)start_step,
+             (unsigned long long)global_step);
+    printf("%5s %11s %9s %11s %8s\n", "epoch", "train_loss", "test_acc", "samples/s", "time_s");
+    fflush(stdout);
+  }
+
+  ready_ctx_t rctx = {.reducer = reducer, .st = DDP_OK};
+  double acc = 0.0, run_t0 = train_now();
+  int stopped = 0;
+  for (uint64_t epoch = start_epoch; epoch < (uint64_t)o.epochs && !stopped; epoch++) {
+    double t0 = train_now();
+    APP_CHECK(ddp_loader_start_epoch(loader, epoch));
+    uint64_t first = epoch == start_epoch ? start_step : 0;
+    double loss_sum = epoch == start_epoch ? resume_loss_sum : 0.0;
+    uint64_t loss_steps = epoch == start_epoch ? resume_loss_steps : 0;
+    ddp_batch_t b;
+    for (uint64_t s = 0; s < first; s++) APP_CHECK(ddp_loader_next(loader, &b)); /* skip done */
+    double lr = 0.0;
+    uint64_t samples = 0;
+    for (uint64_t s = first; s < steps; s++) {
+      APP_CHECK(ddp_loader_next(loader, &b));
+      if (b.count == 0) break;
+      if (reducer)
+        for (size_t i = 0; i < m.nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, (void **)&m.grad[i]));
+      double loss = tm_forward(&m, b.x, b.y, (int)b.count);
+      tm_backward(&m, b.x, b.y, (int)b.count, on_grad_ready, &rctx);
+      APP_CHECK(rctx.st);
+      if (reducer) {
+        APP_CHECK(ddp_reducer_finish(reducer));
+        /* finish() may rebuild the buckets (first iteration): fetch the views again. */
+        for (size_t i = 0; i < m.nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, (void **)&m.grad[i]));
+      } else {
+        if (MPI_Allreduce(MPI_IN_PLACE, flat_grad, (int)m.total, MPI_FLOAT, MPI_SUM, world) != MPI_SUCCESS)
+          MPI_Abort(MPI_COMM_WORLD, 1);
+        float inv = 1.0f / (float)size;
+        for (size_t k = 0; k < m.total; k++) flat_grad[k] *= inv;
+      }
+      lr = train_lr(o.lr, global_step, warmup, total_steps);
+      for (size_t i = 0; i < m.nparams; i++)
+        train_sgd_step(m.param[i], m.grad[i], mom[i], m.count[i], (float)lr, (float)o.momentum,
+                       (float)o.wd);
+      global_step++;
+      loss_sum += loss;
+      loss_steps++;
+      samples += b.count;
+      if (steplog) fprintf(steplog, "%llu %.9g %.9g\n", (unsigned long long)global_step, loss, lr);
+      if (progress && (s % 20 == 0 || s + 1 == steps)) {
+        printf("\r  epoch %llu [%5llu/%5llu] loss %.4f", (unsigned long long)epoch + 1,
+               (unsigned long long)s + 1, (unsigned long long)steps, loss_sum / (double)loss_steps);
+        fflush(stdout);
+      }
+      int last_step = s + 1 == steps;
+      int do_ckpt = o.checkpoint && o.checkpoint_every &&
+                    (global_step % (uint64_t)o.checkpoint_every == 0);
+      int stop_now = o.stop_after && global_step >= (uint64_t)o.stop_after;
+      if (do_ckpt && !last_step) {
+        /* Mid-epoch position: this epoch, s + 1 batches done; the loss sum is the mean over
+         * ranks so that every rank resumes with the same running value. */
+        double g = 0.0;
+        MPI_Allreduce(&loss_sum, &g, 1, MPI_DOUBLE, MPI_SUM, world);
+        if (rank == 0) {
+          ckpt_state_t st = {.nparams = (uint32_t)m.nparams, .world = size,
+                             .batch = (uint64_t)o.batch, .seed = o.seed, .epoch = epoch,
+                             .step_in_epoch = s + 1, .global_step = global_step, .rng = rng,
+                             .loss_sum = g / size, .loss_steps = loss_steps,
+                             .epochs = (uint64_t)o.epochs};
+          snprintf(st.model, sizeof st.model, "%s", o.model);
+          void *cb = NULL;
+          size_t cbytes = 0;
+          if (ckpt_serialize(&st, m.param, mom, m.count, &cb, &cbytes, err, sizeof err) != 0 ||
+              ckpt_write_atomic(o.checkpoint, cb, cbytes, err, sizeof err) != 0)
+            fprintf(stderr, "ddp_train: checkpoint not written: %s\n", err);
+          free(cb);
+        }
+      }
+      if (stop_now) {
+        stopped = 1;
+        break;
+      }
+    }
+    double t_train = train_now() - t0;
+    if (progress) printf("\r\033[K");
+    if (stopped) {
+      if (rank == 0) printf("# stopped after global step %llu (--stop-after)\n", (unsigned long long)global_step);
+      break;
+    }
+    double gsum = 0.0;
+    MPI_Allreduce(&loss_sum, &gsum, 1, MPI_DOUBLE, MPI_SUM, world);
+    double epoch_loss = loss_steps ? gsum / size / (double)loss_steps : 0.0;
+    uint64_t gsamples = 0;
+    MPI_Allreduce(&samples, &gsamples, 1, MPI_UINT64_T, MPI_SUM, world);
+    if (evaluate(&m, test, n_test, world, rank, size, xbuf, ybuf, &acc) != 0) {
+      fprintf(stderr, "ddp_train: evaluation failed: %s\n", ddp_last_error());
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    double t_epoch = train_now() - t0;
+    double sps = t_train > 0 ? (double)gsamples / t_train : 0.0;
+    if (rank == 0) {
+      printf("%5llu %11.6f %8.2f%% %11.1f %8.2f\n", (unsigned long long)epoch + 1, epoch_loss,
+             100.0 * acc, sps, t_epoch);
+      fflush(stdout);
+      if (metrics) {
+        fprintf(metrics, "%llu,%llu,%.9g,%.6f,%.1f,%.3f,%.6g\n", (unsigned long long)epoch + 1,
+                (unsigned long long)global_step, epoch_loss, acc, sps, t_epoch, lr);
+        fflush(metrics);
+      }
+    }
+    /* End-of-epoch checkpoint: position (next epoch, step 0). */
+    if (o.checkpoint && (!o.checkpoint_every || global_step % (uint64_t)o.checkpoint_every == 0) &&
+        rank == 0) {
+      ckpt_state_t st = {.nparams = (uint32_t)m.nparams, .world = size, .batch = (uint64_t)o.batch,
+                         .seed = o.seed, .epoch = epoch + 1, .step_in_epoch = 0,
+                         .global_step = global_step, .rng = rng, .loss_sum = 0.0, .loss_steps = 0,
+                         .epochs = (uint64_t)o.epochs};
+      snprintf(st.model, sizeof st.model, "%s", o.model);
+      void *cb = NULL;
+      size_t cbytes = 0;
+      if (ckpt_serialize(&st, m.param, mom, m.count, &cb, &cbytes, err, sizeof err) != 0 ||
+          ckpt_write_atomic(o.checkpoint, cb, cbytes, err, sizeof err) != 0)
+        fprintf(stderr, "ddp_train: checkpoint not written: %s\n", err);
+      free(cb);
+    }
+  }
+  if (rank == 0 && !stopped) {
+    printf("final: test accuracy %.2f%% after %d epochs (%d ranks, global batch %ld), %.1f s\n",
+           100.0 * acc, o.epochs, size, o.batch * size, train_now() - run_t0);
+    if (reducer && ddp_reducer_stats(reducer, &rs) == DDP_OK && rs.iterations)
+      printf("# reducer: %zu buckets, comm %.3f ms/step, exposed %.3f ms/step, %.0f%% hidden\n",
+             rs.nbuckets, rs.comm_ms_avg, rs.exposed_ms_avg, 100.0 * rs.hidden_fraction);
+  }
+  if (metrics) fclose(metrics);
+  if (steplog) fclose(steplog);
+  if (reducer) APP_CHECK(ddp_reducer_destroy(reducer));
+  ddp_loader_destroy(loader);
+  ddp_sampler_destroy(sampler);
+  ddp_dataset_destroy(train);
+  ddp_dataset_destroy(test);
+  tm_free(&m);
+  free(mom_block);
+  free(flat_grad);
+  free(xbuf);
+  free(ybuf);
+  APP_CHECK(ddp_finalize(&comm));
+  return 0;
+}

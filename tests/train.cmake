@@ -1,0 +1,24 @@
+# Tests of ddp_train (issue 6): model gradients, schedule and checkpoint format (unit), loss
+# equivalence across world sizes, resume equality, refused checkpoints, accuracy after 1 epoch.
+set(DDP_TRAIN_TMP ${CMAKE_CURRENT_BINARY_DIR}/train_tmp)
+file(MAKE_DIRECTORY ${DDP_TRAIN_TMP})
+
+ddp_add_test_exe(train_unit train_unit.c)
+target_include_directories(train_unit PRIVATE ${PROJECT_SOURCE_DIR}/apps/common ${DDP_CBLAS_INCLUDE})
+target_link_libraries(train_unit PRIVATE ${DDP_OPENBLAS_LIB} ZLIB::ZLIB)
+ddp_add_mpi_test(NAME train_unit EXE train_unit NP 0 ARGS ${DDP_TRAIN_TMP}/unit LABELS quick train
+  TIMEOUT 60)
+
+# Script-driven end-to-end checks: tests/train_check.sh MODE MPIEXEC DDP_TRAIN SCRATCH.
+function(ddp_add_train_check name mode labels timeout)
+  add_test(NAME ${name} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_check.sh ${mode}
+           ${DDP_MPIEXEC} $<TARGET_FILE:ddp_train> ${DDP_TRAIN_TMP}/${mode})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} LABELS "${labels}"
+    ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
+endfunction()
+if(TARGET ddp_train)
+  ddp_add_train_check(train_equiv_np124 equiv "train;mpi" 120)
+  ddp_add_train_check(train_resume_np2 resume "train;mpi" 120)
+  ddp_add_train_check(train_ckpt_corrupt_np2 corrupt "train;mpi" 180)
+  ddp_add_train_check(train_accuracy_np2 accuracy "train;mpi" 180)
+endif()

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# End-to-end checks of ddp_train, run by ctest (tests/train.cmake).
+#   train_check.sh MODE MPIEXEC DDP_TRAIN SCRATCH
+# MODE: equiv    np = 1, 2, 4 with the same global batch give the same per-epoch loss (1e-4)
+#       resume   an interrupted run resumed from its checkpoint logs the very same losses
+#       corrupt  corrupt / truncated / mismatched checkpoints are refused, nothing overwritten
+#       accuracy np = 2, one full epoch reaches >= 84% test accuracy
+set -uo pipefail
+mode=$1 mpiexec=$2 train=$3 scratch=$4
+mkdir -p "$scratch"
+cd "$scratch" || exit 1
+mpirun=("$mpiexec" --oversubscribe --bind-to none)
+fail=0
+say() { echo "train_check[$mode]: $*"; }
+bad() { echo "train_check[$mode]: FAIL: $*" >&2; fail=1; }
+quick=(--limit-steps 12 --limit-test 500 --no-progress)
+
+case $mode in
+equiv)
+  for np in 1 2 4; do
+    rm -f "equiv$np.csv"
+    "${mpirun[@]}" -np $np "$train" --epochs 2 --batch $((128 / np)) "${quick[@]}" \
+      --metrics "equiv$np.csv" >"equiv$np.out" 2>&1 || bad "np=$np exited with $?: $(tail -3 "equiv$np.out")"
+  done
+  for np in 2 4; do
+    # columns: epoch,global_step,train_loss,test_acc,...
+    if ! awk -F, -v np=$np 'NR == FNR { if (FNR > 1) ref[$1] = $3; next }
+        FNR > 1 { n++; d = $3 - ref[$1]; if (d < 0) d = -d; r = d / ref[$1];
+                  printf "  epoch %d: np=1 %.9g np=%d %.9g rel %.2e\n", $1, ref[$1], np, $3, r;
+                  if (!(r <= 1e-4)) bad = 1 }
+        END { exit (bad || n != 2) }' equiv1.csv "equiv$np.csv"; then
+      bad "np=$np loss curve differs from np=1 by more than 1e-4 relative"
+    fi
+  done
+  ;;
+resume)
+  common=(--epochs 2 --batch 32 "${quick[@]}")
+  rm -f full.log part.log resumed.log ck.bin
+  "${mpirun[@]}" -np 2 "$train" "${common[@]}" --log-steps full.log >full.out 2>&1 || bad "full run: $?"
+  # Interrupted at step 17 (checkpoints at 5, 10, 15), resumed from step 15 (epoch 2, step 3).
+  "${mpirun[@]}" -np 2 "$train" "${common[@]}" --checkpoint ck.bin --checkpoint-every 5 \
+    --stop-after 17 --log-steps part.log >part.out 2>&1 || bad "interrupted run: $?"
+  "${mpirun[@]}" -np 2 "$train" "${common[@]}" --resume ck.bin --log-steps resumed.log \
+    >resumed.out 2>&1 || bad "resumed run: $?"
+  grep -q "resumed from ck.bin at epoch 2 step 3 (global step 15)" resumed.out ||
+    bad "resume position not reported: $(grep resumed resumed.out)"
+  n_full=$(wc -l <full.log)
+  [ "$n_full" -eq 24 ] || bad "full run logged $n_full steps, expected 24"
+  # Every step after the checkpoint: same step number, loss and lr, bit for bit (%.9g).
+  if ! diff <(awk '$1 > 15' full.log) resumed.log >resume.diff; then
+    bad "resumed losses differ from the uninterrupted run: $(head -4 resume.diff)"
+  fi
+  [ "$(wc -l <resumed.log)" -eq 9 ] || bad "resumed run logged $(wc -l <resumed.log) steps, expected 9"
+  # The steps before the interruption match too (same seed, same data order).
+  diff <(head -17 full.log) part.log >/dev/null || bad "interrupted run's first 17 steps differ"
+  # The epoch-2 line (loss over the whole epoch, accuracy) is identical.
+  a=$(grep -E '^ +2 ' full.out | awk '{print $2, $3}')
+  b=$(grep -E '^ +2 ' resumed.out | awk '{print $2, $3}')
+  [ -n "$a" ] && [ "$a" = "$b" ] || bad "epoch 2 line differs: full '$a' resumed '$b'"
+  say "steps 16..24 identical after resume; epoch 2: $b"
+  ;;
+corrupt)
+  common=(--epochs 1 --batch 32 "${quick[@]}")
+  rm -f good.bin
+  "${mpirun[@]}" -np 2 "$train" "${common[@]}" --checkpoint good.bin >good.out 2>&1 || bad "writer: $?"
+  [ -s good.bin ] || bad "no checkpoint written"
+  size=$(stat -c %s good.bin)
+  cp good.bin flip.bin
+  printf '\x55' | dd of=flip.bin bs=1 seek=$((size / 2)) conv=notrunc status=none
+  head -c $((size - 100)) good.bin >trunc.bin
+  printf 'not a checkpoint at all' >junk.bin
+  # name | file | extra flags | message
+  cases=(
+    "flipped|flip.bin||CRC32"
+    "truncated|trunc.bin||truncated"
+    "junk|junk.bin||bad magic"
+    "missing|nosuch.bin||cannot open"
+    "other batch|good.bin|--batch 16|resume with the same -np and --batch"
+    "other model|good.bin|--model cnn|model 'mlp'"
+  )
+  for c in "${cases[@]}"; do
+    IFS='|' read -r name file extra msg <<<"$c"
+    echo sentinel >target.bin
+    before=$(sha256sum target.bin good.bin)
+    args=(--epochs 1 --batch 32 "${quick[@]}")
+    # shellcheck disable=SC2206
+    [ -n "$extra" ] && args+=($extra)
+    "${mpirun[@]}" -np 2 "$train" "${args[@]}" --resume "$file" --checkpoint target.bin \
+      --metrics target.csv >case.out 2>&1
+    rc=$?
+    [ $rc -ne 0 ] || bad "$name: exit status 0"
+    grep -q "cannot resume from $file: .*$msg" case.out || bad "$name: message lacks '$msg': $(grep -m1 resume case.out)"
+    [ "$(sha256sum target.bin good.bin)" = "$before" ] || bad "$name: a file was overwritten"
+    grep -qE '^ +1 ' case.out && bad "$name: training ran"
+    say "$name: refused (exit $rc): $(grep -m1 'cannot resume' case.out)"
+  done
+  ;;
+accuracy)
+  "${mpirun[@]}" -np 2 "$train" --epochs 1 --no-progress >acc.out 2>&1 || bad "run: $?"
+  cat acc.out
+  acc=$(awk '/^final: test accuracy/ { sub("%", "", $4); print $4 }' acc.out)
+  awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 84.0) }' || bad "test accuracy ${acc:-none}% < 84%"
+  ;;
+*)
+  echo "usage: $0 equiv|resume|corrupt|accuracy MPIEXEC DDP_TRAIN SCRATCH" >&2
+  exit 2
+  ;;
+esac
+[ $fail -eq 0 ] && say PASS || say FAIL
+exit $fail

@@ -1,0 +1,216 @@
+/* Unit tests of ddp_train's building blocks (no communication): the models' gradients against
+ * finite differences, activation checkpointing giving bitwise the same gradients with less
+ * memory, the learning-rate schedule, and the checkpoint format (round trip, corrupt,
+ * truncated, mismatched files are refused; a failed write leaves the old file alone).
+ * Usage: train_unit SCRATCH_DIR */
+#include <cblas.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint.h"
+#include "ddp_test.h"
+#include "train_model.h"
+#include "train_util.h"
+
+/* Inputs and labels seeded by (sample, index). */
+static void make_batch(float *x, int32_t *y, int batch, int classes, uint64_t seed) {
+  uint64_t s = seed;
+  for (int r = 0; r < batch; r++) {
+    for (int k = 0; k < 784; k++) x[(size_t)r * 784 + (size_t)k] = train_rng_uniform(&s);
+    y[r] = (int32_t)(train_rng_next(&s) % (uint64_t)classes);
+  }
+}
+
+static float *g_grads[TM_MAX_PARAMS];
+static int g_ready[TM_MAX_PARAMS];
+static void on_ready(size_t i, void *ctx) {
+  (void)ctx;
+  g_ready[i]++;
+}
+
+/* Central differences on a few entries of every tensor, in double precision of the loss. */
+static void gradcheck(const char *kind) {
+  const int B = 4, C = 10;
+  char err[256];
+  train_model_t m, mc;
+  CHECK(tm_create(&m, kind, B, C, 0, err, sizeof err) == 0, "%s: %s", kind, err);
+  CHECK(tm_create(&mc, kind, B, C, 1, err, sizeof err) == 0, "%s ckpt: %s", kind, err);
+  uint64_t rng = 7, rng2 = 7;
+  tm_init_params(&m, &rng);
+  tm_init_params(&mc, &rng2);
+  CHECK(rng == rng2 && rng != 7, "init must advance the RNG the same way");
+  float *x = malloc(sizeof(float) * (size_t)B * 784);
+  int32_t y[4];
+  make_batch(x, y, B, C, 11);
+  float *gbuf = calloc(m.total, sizeof(float)), *gbuf2 = calloc(m.total, sizeof(float));
+  for (size_t i = 0, off = 0; i < m.nparams; off += m.count[i], i++) {
+    m.grad[i] = gbuf + off;
+    mc.grad[i] = gbuf2 + off;
+    g_grads[i] = m.grad[i];
+  }
+  memset(g_ready, 0, sizeof g_ready);
+  double loss = tm_forward(&m, x, y, B);
+  tm_backward(&m, x, y, B, on_ready, NULL);
+  CHECK(loss > 1.0 && loss < 5.0, "%s: initial loss %g not near ln(10)", kind, loss);
+  for (size_t i = 0; i < m.nparams; i++)
+    CHECK(g_ready[i] == 1, "%s: param %zu ready called %d times", kind, i, g_ready[i]);
+
+  double loss2 = tm_forward(&mc, x, y, B);
+  tm_backward(&mc, x, y, B, NULL, NULL);
+  CHECK(loss == loss2, "%s: checkpointed forward loss %.9g != %.9g", kind, loss2, loss);
+  CHECK(memcmp(gbuf, gbuf2, sizeof(float) * m.total) == 0,
+        "%s: checkpointed gradients differ from the plain ones", kind);
+  /* The 3-layer MLP needs every activation in backward (nothing to save); the CNN's blocks
+   * share one scratch arena. */
+  CHECK(strcmp(kind, "cnn") ? mc.act_bytes <= m.act_bytes : mc.act_bytes * 10 < m.act_bytes * 7,
+        "%s: checkpointing keeps %zu bytes, plain %zu", kind, mc.act_bytes, m.act_bytes);
+
+  /* Directional derivative along each tensor's own gradient: (L(p + e g) - L(p - e g)) / 2e
+   * must equal |g|^2. Summing over the whole tensor keeps f32 rounding and ReLU kinks small
+   * next to the signal, unlike single-entry differences. */
+  int bad = 0, checked = 0;
+  float *keep = malloc(sizeof(float) * m.total);
+  for (size_t i = 0; i < m.nparams; i++) {
+    double g2 = 0.0;
+    for (size_t k = 0; k < m.count[i]; k++) g2 += (double)m.grad[i][k] * (double)m.grad[i][k];
+    if (g2 == 0.0) continue;
+    double e = 2e-3 / g2;
+    memcpy(keep, m.param[i], sizeof(float) * m.count[i]);
+    for (size_t k = 0; k < m.count[i]; k++) m.param[i][k] = keep[k] + (float)(e * m.grad[i][k]);
+    double lp = tm_forward(&m, x, y, B);
+    for (size_t k = 0; k < m.count[i]; k++) m.param[i][k] = keep[k] - (float)(e * m.grad[i][k]);
+    double lm = tm_forward(&m, x, y, B);
+    memcpy(m.param[i], keep, sizeof(float) * m.count[i]);
+    double num = (lp - lm) / (2.0 * e);
+    checked++;
+    if (fabs(num - g2) > 0.03 * g2) {
+      bad++;
+      fprintf(stderr, "%s: %s: directional derivative %.6g, |g|^2 %.6g\n", kind, m.pname[i], num, g2);
+    }
+  }
+  free(keep);
+  CHECK(bad == 0, "%s: %d of %d finite-difference checks off", kind, bad, checked);
+  free(x);
+  free(gbuf);
+  free(gbuf2);
+  tm_free(&m);
+  tm_free(&mc);
+}
+
+static void schedule(void) {
+  CHECK(fabs(train_lr(0.1, 0, 10, 100) - 0.01) < 1e-12, "warmup step 0");
+  CHECK(fabs(train_lr(0.1, 9, 10, 100) - 0.1) < 1e-12, "end of warmup");
+  CHECK(fabs(train_lr(0.1, 10, 10, 100) - 0.1) < 1e-12, "cosine start");
+  CHECK(fabs(train_lr(0.1, 55, 10, 100) - 0.05) < 1e-12, "cosine middle %g", train_lr(0.1, 55, 10, 100));
+  CHECK(train_lr(0.1, 100, 10, 100) < 1e-12, "cosine end");
+  /* SGD: first step with zero buffer equals PyTorch's buf = g. */
+  float p[2] = {1.0f, -2.0f}, g[2] = {0.5f, 0.25f}, buf[2] = {0, 0};
+  train_sgd_step(p, g, buf, 2, 0.1f, 0.9f, 0.01f);
+  CHECK(fabsf(buf[0] - 0.51f) < 1e-6f && fabsf(p[0] - (1.0f - 0.051f)) < 1e-6f, "sgd step %g %g",
+        buf[0], p[0]);
+  train_sgd_step(p, g, buf, 2, 0.1f, 0.9f, 0.0f);
+  CHECK(fabsf(buf[1] - (0.9f * (0.25f - 0.02f) + 0.25f)) < 1e-6f, "momentum %g", buf[1]);
+}
+
+static int write_bytes(const char *path, const void *b, size_t n) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return -1;
+  size_t w = fwrite(b, 1, n, f);
+  return fclose(f) == 0 && w == n ? 0 : -1;
+}
+
+static void checkpoint_format(const char *dir) {
+  float p0[3] = {1, 2, 3}, p1[2] = {-1, 0.5f}, m0[3] = {0.1f, 0.2f, 0.3f}, m1[2] = {7, 8};
+  float *params[2] = {p0, p1}, *mom[2] = {m0, m1};
+  size_t counts[2] = {3, 2};
+  ckpt_state_t st = {.nparams = 2, .world = 2, .batch = 64, .seed = 5, .epoch = 1,
+                     .step_in_epoch = 17, .global_step = 486, .rng = 0xDEADBEEFCAFEULL,
+                     .loss_sum = 12.5, .loss_steps = 17, .epochs = 3};
+  snprintf(st.model, sizeof st.model, "mlp");
+  void *buf = NULL;
+  size_t n = 0;
+  char err[512];
+  CHECK(ckpt_serialize(&st, params, mom, counts, &buf, &n, err, sizeof err) == 0, "%s", err);
+  CHECK(n == ckpt_file_bytes(2, 5), "size %zu", n);
+  ckpt_view_t v;
+  CHECK(ckpt_parse(buf, n, &v, err, sizeof err) == 0, "parse: %s", err);
+  CHECK(v.st.epoch == 1 && v.st.step_in_epoch == 17 && v.st.global_step == 486 &&
+            v.st.rng == 0xDEADBEEFCAFEULL && v.st.loss_sum == 12.5 && v.st.world == 2 &&
+            strcmp(v.st.model, "mlp") == 0,
+        "fields did not round-trip");
+  float back[5], mback[5];
+  ckpt_copy_floats(buf, v.params_off, back, 5);
+  ckpt_copy_floats(buf, v.momentum_off, mback, 5);
+  CHECK(back[0] == 1 && back[2] == 3 && back[3] == -1 && back[4] == 0.5f, "params");
+  CHECK(mback[0] == 0.1f && mback[4] == 8, "momentum");
+  CHECK(ckpt_check_compatible(buf, &v, "mlp", counts, 2, 2, 64, 5, err, sizeof err) == 0, "%s", err);
+  CHECK(ckpt_check_compatible(buf, &v, "cnn", counts, 2, 2, 64, 5, err, sizeof err) != 0 &&
+            strstr(err, "model 'mlp'"), "model mismatch: %s", err);
+  CHECK(ckpt_check_compatible(buf, &v, "mlp", counts, 2, 4, 64, 5, err, sizeof err) != 0 &&
+            strstr(err, "2 ranks"), "world mismatch: %s", err);
+  size_t other[2] = {3, 3};
+  CHECK(ckpt_check_compatible(buf, &v, "mlp", other, 2, 2, 64, 5, err, sizeof err) != 0 &&
+            strstr(err, "tensor 1"), "shape mismatch: %s", err);
+
+  /* Every single-byte corruption and every truncation is refused. */
+  unsigned char *c = malloc(n);
+  int accepted = 0;
+  for (size_t k = 0; k < n; k++) {
+    memcpy(c, buf, n);
+    c[k] ^= 0x5A;
+    if (ckpt_parse(c, n, &v, err, sizeof err) == 0) accepted++;
+  }
+  CHECK(accepted == 0, "%d corrupted copies accepted", accepted);
+  accepted = 0;
+  for (size_t k = 0; k < n; k++)
+    if (ckpt_parse(buf, k, &v, err, sizeof err) == 0) accepted++;
+  CHECK(accepted == 0, "%d truncated copies accepted", accepted);
+  CHECK(ckpt_parse(buf, n - 1, &v, err, sizeof err) != 0 && strstr(err, "truncated"), "msg: %s", err);
+  memcpy(c, buf, n);
+  c[20] ^= 1; /* model name byte: caught by the CRC */
+  CHECK(ckpt_parse(c, n, &v, err, sizeof err) != 0 && strstr(err, "CRC32"), "msg: %s", err);
+  memcpy(c, buf, n);
+  c[8] = 9;
+  CHECK(ckpt_parse(c, n, &v, err, sizeof err) != 0 && strstr(err, "version 9"), "msg: %s", err);
+  memcpy(c, buf, n);
+  c[0] = 'X';
+  CHECK(ckpt_parse(c, n, &v, err, sizeof err) != 0 && strstr(err, "magic"), "msg: %s", err);
+  CHECK(ckpt_parse(NULL, 0, &v, err, sizeof err) != 0, "empty buffer accepted");
+  CHECK(ckpt_parse("DDPCKPT", 8, &v, err, sizeof err) != 0 && strstr(err, "truncated"), "msg: %s", err);
+  CHECK(ckpt_parse("junk", 4, &v, err, sizeof err) != 0 && strstr(err, "magic"), "msg: %s", err);
+
+  /* Files: atomic write, read back, failures leave the old file. */
+  char path[1024], bad[1024];
+  snprintf(path, sizeof path, "%s/unit.ckpt", dir);
+  snprintf(bad, sizeof bad, "%s/no-such-dir/unit.ckpt", dir);
+  CHECK(ckpt_write_atomic(path, buf, n, err, sizeof err) == 0, "%s", err);
+  void *rb = NULL;
+  size_t rn = 0;
+  CHECK(ckpt_load_file(path, &rb, &rn, &v, err, sizeof err) == 0 && rn == n &&
+            memcmp(rb, buf, n) == 0, "reload: %s", err);
+  free(rb);
+  CHECK(ckpt_write_atomic(bad, buf, n, err, sizeof err) != 0 && strstr(err, "no-such-dir"),
+        "write into a missing folder: %s", err);
+  CHECK(write_bytes(path, buf, n / 2) == 0, "cannot write truncated file");
+  CHECK(ckpt_load_file(path, &rb, &rn, &v, err, sizeof err) != 0 && strstr(err, "truncated"),
+        "truncated file: %s", err);
+  snprintf(bad, sizeof bad, "%s/missing.ckpt", dir);
+  CHECK(ckpt_load_file(bad, &rb, &rn, &v, err, sizeof err) != 0 && strstr(err, "missing.ckpt"),
+        "missing file: %s", err);
+  free(c);
+  free(buf);
+}
+
+int main(int argc, char **argv) {
+  const char *dir = argc > 1 ? argv[1] : "/tmp";
+  mkdir(dir, 0755);
+  openblas_set_num_threads(1);
+  gradcheck("mlp");
+  gradcheck("cnn");
+  schedule();
+  checkpoint_format(dir);
+  return ddp_test_finish("train_unit");
+}
