@@ -29,8 +29,17 @@ typedef struct ddp_reducer_opts {
   double first_bucket_mb; /* default 1 */
   int grad_as_bucket_view;/* default 1 */
   int find_unused;        /* default 0 */
-  int static_graph;       /* default 0: buckets rebuilt once from the first iteration's order */
-  ddp_hook_t hook;        /* default DDP_HOOK_NONE */
+  int static_graph;       /* default 0. 1: the set of parameters that get a gradient is the same
+                             every iteration; with find_unused, the parameters unused in the first
+                             synced iteration are then treated as ready (zero) at the start of
+                             each later one, so their buckets launch early and the used-set
+                             allreduce is skipped. Buckets are rebuilt once either way. */
+  ddp_hook_t hook;        /* default DDP_HOOK_NONE; fp16/bf16 compress f32 buckets only (other
+                             dtypes are reduced as they are): the bucket is divided by the
+                             world size, rounded to half precision, summed in half precision
+                             and widened back, so gradients carry a relative error of about
+                             2^-11 (fp16, which also flushes |g|/world < 6e-8 to zero and
+                             overflows above 65504) or 2^-8 (bf16) per rounding. */
   int broadcast_params;   /* default 1 */
   const char *algo;       /* allreduce algorithm, NULL = auto */
   void *stream;           /* cudaStream_t for device parameters, NULL = default stream */
@@ -38,8 +47,12 @@ typedef struct ddp_reducer_opts {
 
 DDP_API ddp_status_t ddp_reducer_opts_default(ddp_reducer_opts_t *opts);
 
-/* Collective: checks that every rank registered the same parameters (count, dtype, mem),
- * broadcasts parameters from rank 0, builds buckets. opts may be NULL (defaults). */
+/* Collective: checks that every rank registered the same parameters (count, dtype, mem) and
+ * options, broadcasts parameters from rank 0, builds buckets. opts may be NULL (defaults).
+ * A bad argument on any rank, or a mismatch between ranks, is an error on every rank (the
+ * mismatch message names the first differing parameter, its index, name and sizes). The
+ * communicator must outlive the reducer; ddp_reducer_destroy is collective over the node
+ * (it returns bucket memory to the node-shared pool). The reducer is used from one thread. */
 DDP_API ddp_status_t ddp_reducer_create(ddp_comm_t *comm, const ddp_param_t *params,
                                         size_t nparams, const ddp_reducer_opts_t *opts,
                                         ddp_reducer_t **out);
@@ -50,9 +63,17 @@ DDP_API ddp_status_t ddp_reducer_destroy(ddp_reducer_t *r);
 DDP_API ddp_status_t ddp_reducer_grad(ddp_reducer_t *r, size_t i, void **grad);
 /* Sets every gradient to zero (start of an accumulation window). */
 DDP_API ddp_status_t ddp_reducer_zero_grad(ddp_reducer_t *r);
-/* Gradient i is complete for this iteration. */
+/* Gradient i is complete for this iteration (any order). With views off its buffer is copied
+ * into the bucket now. A bucket is launched (non-blocking allreduce, progressed in the
+ * background) once all its gradients are ready and all lower buckets are launched. Marking a
+ * parameter twice in one iteration is DDP_ESTATE naming it. Under no_sync this only checks i. */
 DDP_API ddp_status_t ddp_reducer_grad_ready(ddp_reducer_t *r, size_t i);
-/* Waits for every bucket; leaves averaged gradients in place. */
+/* Ends the iteration: waits for every bucket and leaves averaged gradients in place (copied
+ * back to the application's buffers with views off). Parameters not marked ready are zero
+ * gradients with find_unused; without it the first missing one is a DDP_ESTATE error naming it
+ * (the buckets are still reduced, so other ranks do not hang). The first synced finish rebuilds
+ * the buckets from the observed ready order (rank 0's), so re-fetch ddp_reducer_grad after it.
+ * Under no_sync it returns at once. */
 DDP_API ddp_status_t ddp_reducer_finish(ddp_reducer_t *r);
 /* sync = 0: no_sync (accumulate locally, no communication); 1: normal. */
 DDP_API ddp_status_t ddp_reducer_set_sync(ddp_reducer_t *r, int sync);
@@ -65,11 +86,19 @@ typedef struct ddp_reducer_stats {
   double exposed_ms_avg;      /* mean time finish() waited */
   double hidden_fraction;     /* 1 - exposed/comm, the share of communication overlapped */
   int rebuilt;                /* buckets rebuilt from observed order */
+  size_t unused_params;       /* find_unused: parameters no rank produced in the last iteration */
+  size_t wire_bytes;          /* bytes allreduced per synced iteration (halved by a hook) */
 } ddp_reducer_stats_t;
 
 DDP_API ddp_status_t ddp_reducer_stats(const ddp_reducer_t *r, ddp_reducer_stats_t *stats);
 /* Bucket of parameter i and the parameter indices of bucket b, for tests and tools. */
 DDP_API ddp_status_t ddp_reducer_bucket_of(const ddp_reducer_t *r, size_t i, size_t *bucket);
+/* Writes up to `cap` parameter indices of bucket b (in bucket order) into idx (may be NULL
+ * with cap 0) and their number into *n; *bytes (may be NULL) gets the bucket's size. */
+DDP_API ddp_status_t ddp_reducer_bucket_params(const ddp_reducer_t *r, size_t b, size_t *idx,
+                                               size_t cap, size_t *n, size_t *bytes);
+/* After a synced finish with find_unused: *used = 1 when some rank produced gradient i. */
+DDP_API ddp_status_t ddp_reducer_param_used(const ddp_reducer_t *r, size_t i, int *used);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,113 @@
+/* Private state of the reducer (runtime/reducer*.c), and the small bucket-memory interface
+ * (reducer_mem.c) that the device work extends for DDP_MEM_CUDA buckets. */
+#ifndef DDP_REDUCER_INTERNAL_H
+#define DDP_REDUCER_INTERNAL_H
+
+#include "ddp_internal.h"
+#include "ddp_reducer.h"
+
+/* ---- bucket memory ----------------------------------------------------------------------
+ * Every allocation, copy and fill of bucket memory goes through these, so a memory kind is
+ * added in one place. Host buckets come from the node-shared pool (ddp_alloc: the shm
+ * allreduce then reads peers' buckets directly, no copy-in) when the node has more than one
+ * rank, else from malloc. ddp_alloc is collective over the node: every rank allocates the same
+ * buckets in the same order, which holds because bucket layouts agree across ranks. */
+typedef struct ddp__rbuf {
+  void *ptr;
+  size_t bytes;
+  ddp_mem_t mem;
+  int pooled; /* 1: ddp_alloc (free with ddp_free, collective over the node) */
+} ddp__rbuf_t;
+
+DDP_HIDDEN ddp_status_t ddp__rbuf_alloc(ddp_comm_t *comm, ddp__comm_t *c, ddp_mem_t mem,
+                                        size_t bytes, int want_pool, void *stream,
+                                        ddp__rbuf_t *out);
+DDP_HIDDEN void ddp__rbuf_free(ddp_comm_t *comm, ddp__rbuf_t *b);
+DDP_HIDDEN void ddp__rbuf_zero(ddp_mem_t mem, void *ptr, size_t bytes, void *stream);
+/* dst and src both of kind `mem` (bucket <-> application gradient, old <-> new bucket). */
+DDP_HIDDEN void ddp__rbuf_copy(ddp_mem_t mem, void *dst, const void *src, size_t bytes,
+                               void *stream);
+/* Compression hook kernels: dst_half = (half)(src * scale), and back (dtype names the half
+ * type; round to nearest even). */
+DDP_HIDDEN void ddp__rbuf_compress(ddp_mem_t mem, void *dst_half, const float *src, size_t count,
+                                   float scale, ddp_dtype_t half, void *stream);
+DDP_HIDDEN void ddp__rbuf_decompress(ddp_mem_t mem, float *dst, const void *src_half,
+                                     size_t count, ddp_dtype_t half, void *stream);
+/* NULL when the reducer can hold parameters of kind `mem`, else the reason. */
+DDP_HIDDEN const char *ddp__rbuf_unsupported(ddp_mem_t mem);
+
+/* ---- the reducer -------------------------------------------------------------------------- */
+typedef struct ddp__rparam {
+  void *data;
+  size_t count;
+  ddp_dtype_t dtype;
+  ddp_mem_t mem;
+  char *name;       /* copy, or NULL */
+  void *grad;       /* application's buffer (views off) */
+  int marked;       /* this iteration: 0 no, 1 by the application, 2 static-unused, 3 by finish */
+  int used_local;   /* last synced iteration: marked by the application on this rank */
+  int static_unused;
+} ddp__rparam_t;
+
+/* Bucket layout: members[first[b] .. first[b]+nmem[b]) are bucket b's parameters in bucket
+ * order; parameter i lives in bucket pbucket[i] at element offset poff[i]. */
+typedef struct ddp__rlayout {
+  size_t nb;
+  size_t *members, *first, *nmem, *bytes; /* bytes: nb entries */
+  size_t *pbucket, *poff;                 /* np entries */
+} ddp__rlayout_t;
+
+typedef struct ddp__rbucket {
+  ddp__rbuf_t buf;   /* the gradients (views) or their copies */
+  ddp__rbuf_t half;  /* fp16/bf16 hook: compressed copy that goes on the wire */
+  size_t count, bytes;
+  ddp_dtype_t dtype;
+  ddp_mem_t mem;
+  int hooked;
+  size_t pending;    /* parameters not ready yet this iteration */
+  ddp_request_t *req;
+  int done;
+  double t_launch, t_done;
+} ddp__rbucket_t;
+
+struct ddp_reducer {
+  ddp_comm_t *comm;
+  ddp__comm_t *c;
+  ddp__rparam_t *p;
+  size_t np;
+  ddp__rlayout_t lay;
+  ddp__rbucket_t *b;
+  /* options */
+  size_t first_bytes, cap_bytes;
+  int views, find_unused, static_graph;
+  ddp_hook_t hook;
+  char *algo;
+  void *stream;
+  /* iteration state */
+  int sync, active;
+  size_t next_launch, next_done;
+  double t_first_launch, t_last_done;
+  ddp_status_t comm_err;
+  char comm_msg[256];
+  uint8_t *used;          /* np entries: used on some rank (find_unused) */
+  int static_unused_known;
+  /* rebuild */
+  size_t *order, norder;
+  int recording, rebuilt;
+  /* statistics */
+  uint64_t iterations;
+  double sum_comm, sum_exposed;
+  size_t unused_params, wire_bytes;
+};
+
+/* reducer.c */
+DDP_HIDDEN ddp_status_t ddp__reducer_assign(const ddp__rparam_t *p, size_t np, const size_t *order,
+                                            size_t first_bytes, size_t cap_bytes,
+                                            ddp__rlayout_t *out);
+DDP_HIDDEN void ddp__reducer_layout_free(ddp__rlayout_t *l);
+/* Allocates buckets for *l and takes it over (l is emptied). Node-collective. */
+DDP_HIDDEN ddp_status_t ddp__reducer_install_layout(ddp_reducer_t *r, ddp__rlayout_t *l);
+DDP_HIDDEN void ddp__reducer_free_buckets(ddp_reducer_t *r);
+DDP_HIDDEN void ddp__reducer_log_layout(ddp_reducer_t *r, const char *what);
+
+#endif /* DDP_REDUCER_INTERNAL_H */
