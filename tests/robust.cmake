@@ -54,3 +54,29 @@ ddp_add_robust_test(NAME robust_kill_np3 EXE robust_prog NP 3 ARGS kill
 ddp_add_robust_test(NAME robust_ok_np3 EXE robust_prog NP 3 ARGS ok
   EXPECT ok MAXS 30 TIMEOUT 60 LABELS quick robust
   CHECKS --want "robust_prog ok: PASS")
+
+# ---- the same through the public collectives -----------------------------------------------
+ddp_add_test_exe(robust_coll robust_coll.c)
+foreach(np 2 3)
+  ddp_add_mpi_test(NAME robust_mismatch_np${np} EXE robust_coll NP ${np} ARGS mismatch
+    LABELS quick robust TIMEOUT 60 ENV DDP_CHECK=1 DDP_TIMEOUT_S=20)
+endforeach()
+ddp_add_robust_test(NAME robust_coll_hang_abort_np3 EXE robust_coll NP 3 ARGS hang_abort
+  EXPECT fail MAXS 15 TIMEOUT 60 LABELS quick robust ENV DDP_TIMEOUT_S=2
+  CHECKS --want "mpiddp ABORT: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=2\\) waiting for collective #3 allreduce \\(algo [a-z]+, 131072 bytes, tag/bucket 7\\)"
+         --not "completed although")
+ddp_add_robust_test(NAME robust_coll_hang_check_np3 EXE robust_coll NP 3 ARGS hang_abort
+  EXPECT fail MAXS 15 TIMEOUT 60 LABELS quick robust ENV DDP_TIMEOUT_S=2 DDP_CHECK=1
+  CHECKS --want "mpiddp ABORT: watchdog: timeout .* waiting for collective #3 fingerprint of allreduce .*peers that had not answered: 1$"
+         --not "completed although")
+ddp_add_robust_test(NAME robust_coll_hang_return_np3 EXE robust_coll NP 3 ARGS hang_return
+  EXPECT fail MAXS 15 TIMEOUT 60 LABELS quick robust ENV DDP_TIMEOUT_S=2 DDP_ON_TIMEOUT=return
+  CHECKS --want "ddp_wait returned .*timed out.*: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=2\\) waiting for collective #3 allreduce"
+         --want "mpiddp ABORT: robust_coll: rank [02] gives up after DDP_ETIMEDOUT$"
+         --not "completed although")
+ddp_add_robust_test(NAME robust_coll_kill_np4 EXE robust_coll NP 4 ARGS kill
+  EXPECT fail MAXS 30 TIMEOUT 90 LABELS quick robust
+  CHECKS --want "rank 1 raises SIGKILL at iteration 300" --not "finished the loop|wrong result")
+ddp_add_robust_test(NAME robust_coll_ok_np4 EXE robust_coll NP 4 ARGS ok
+  EXPECT ok MAXS 60 TIMEOUT 90 LABELS quick robust
+  CHECKS --want "robust_coll ok: PASS")
