@@ -1,4 +1,346 @@
-/* Algorithm `shm`: intra-node allreduce over an MPI_Win_allocate_shared window (in progress). */
+/* Algorithm `shm`: intra-node allreduce through memory every rank of the node maps.
+ *
+ * A per-communicator window (MPI_Win_allocate_shared over the node, created on first use) gives
+ * each rank a control block (barrier counter, buffer descriptors) and a staging area of two
+ * halves. Each rank publishes where its input and its result live: inside a ddp_alloc pool
+ * window (zero-copy: peers read the user's buffer directly) or in its staging area (copy-in).
+ *  - Small messages: every rank copies its input to staging, one barrier, and every rank
+ *    reduces all inputs itself in rank order (same expression everywhere: identical bits).
+ *    The halves alternate between calls, so no second barrier is needed.
+ *  - Larger ones, in chunks: barrier; rank r reduces slice r of the chunk from every peer's
+ *    input into its result location; barrier; every rank copies the other slices from their
+ *    owners' result locations. Each slice is reduced once, so all ranks hold the same bits.
+ * Barriers are flat counters in shared memory, spun on with sched_yield (ranks may outnumber
+ * cores) and bounded by the DDP_TIMEOUT_S watchdog. */
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "coll_internal.h"
 
-void ddp__shm_free(ddp__coll_t *cs) { (void)cs; }
+#define CTRL_BYTES ((size_t)4096)
+#define HALF_BYTES ((size_t)4 << 20)  /* one staging half */
+#define SMALL_BYTES ((size_t)16 << 10) /* at or below: every rank reduces everything */
+#define LOC_STAGE UINT64_MAX
+
+typedef struct {
+  uint64_t id, off; /* pool window id and offset, or LOC_STAGE */
+} loc_t;
+
+typedef struct {
+  _Atomic uint64_t arrive;
+  char pad[56];
+  loc_t desc[2][2]; /* [slot][0 = input, 1 = result] */
+} ctrl_t;
+
+struct ddp__shm {
+  MPI_Win win;
+  int n, me;        /* local size, local rank */
+  ctrl_t **ctrl;    /* n entries */
+  char **stage;     /* n entries: staging area (2 halves) */
+  uint64_t epoch;
+  unsigned flip;    /* which half the next staged use takes */
+  const char **src; /* n entries, per-call scratch */
+  char **res;
+  const char **in;  /* reduce inputs in rank order */
+};
+
+void ddp__shm_free(ddp__coll_t *cs) {
+  ddp__shm_t *s = cs->shm;
+  if (!s) return;
+  if (s->win != MPI_WIN_NULL) MPI_Win_free(&s->win);
+  free(s->ctrl);
+  free(s->stage);
+  free(s->src);
+  free(s->res);
+  free(s->in);
+  free(s);
+  cs->shm = NULL;
+}
+
+static ddp_status_t shm_get(ddp__ctx_t *x, ddp__shm_t **out) {
+  ddp__coll_t *cs = x->cs;
+  if (cs->shm) {
+    *out = cs->shm;
+    return DDP_OK;
+  }
+  ddp__comm_t *c = x->c;
+  ddp__shm_t *s = calloc(1, sizeof *s);
+  size_t n = (size_t)c->local_size;
+  if (s) {
+    s->win = MPI_WIN_NULL;
+    s->ctrl = calloc(n, sizeof *s->ctrl);
+    s->stage = calloc(n, sizeof *s->stage);
+    s->src = calloc(n, sizeof *s->src);
+    s->res = calloc(n, sizeof *s->res);
+    s->in = calloc(n, sizeof *s->in);
+  }
+  cs->shm = s;
+  if (!s || !s->ctrl || !s->stage || !s->src || !s->res || !s->in) {
+    ddp__shm_free(cs);
+    return ddp__error(DDP_ENOMEM, "shm: out of memory");
+  }
+  s->n = c->local_size;
+  s->me = c->local_rank;
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "alloc_shared_noncontig", "true");
+  void *base = NULL;
+  int rc = MPI_Win_allocate_shared((MPI_Aint)(CTRL_BYTES + 2 * HALF_BYTES), 1, info, cs->node,
+                                   &base, &s->win);
+  MPI_Info_free(&info);
+  if (rc != MPI_SUCCESS) {
+    s->win = MPI_WIN_NULL;
+    ddp__shm_free(cs);
+    return ddp__mpi_error(rc, "MPI_Win_allocate_shared (shm allreduce)");
+  }
+  memset(base, 0, CTRL_BYTES);
+  for (int q = 0; q < s->n; q++) {
+    MPI_Aint sz = 0;
+    int du = 0;
+    void *pb = NULL;
+    rc = MPI_Win_shared_query(s->win, q, &sz, &du, &pb);
+    if (rc != MPI_SUCCESS) {
+      ddp__shm_free(cs);
+      return ddp__mpi_error(rc, "MPI_Win_shared_query (shm allreduce)");
+    }
+    s->ctrl[q] = pb;
+    s->stage[q] = (char *)pb + CTRL_BYTES;
+  }
+  /* Every control block is zeroed before anyone's first barrier. */
+  rc = MPI_Barrier(cs->node);
+  if (rc != MPI_SUCCESS) {
+    ddp__shm_free(cs);
+    return ddp__mpi_error(rc, "MPI_Barrier (shm set-up)");
+  }
+  *out = s;
+  return DDP_OK;
+}
+
+static ddp_status_t barrier(ddp__ctx_t *x, ddp__shm_t *s) {
+  uint64_t e = ++s->epoch;
+  atomic_store_explicit(&s->ctrl[s->me]->arrive, e, memory_order_release);
+  double t0 = 0;
+  for (int q = 0; q < s->n; q++) {
+    unsigned spins = 0;
+    while (atomic_load_explicit(&s->ctrl[q]->arrive, memory_order_acquire) < e) {
+      if (++spins < 64) continue;
+      sched_yield();
+      if ((spins & 1023) == 0) {
+        if (t0 == 0) t0 = ddp__now();
+        DDP_TRY(ddp__deadline_check(x->c, t0, &x->desc));
+      }
+    }
+  }
+  return DDP_OK;
+}
+
+/* Where `p` (bytes long) lives: a pool window or staging. */
+static loc_t locate(ddp__coll_t *cs, const void *p, size_t bytes) {
+  loc_t l = {LOC_STAGE, 0};
+  uint64_t id = 0;
+  size_t off = 0;
+  if (cs->pool && ddp__pool_find(cs, p, bytes, &id, &off)) l.id = id, l.off = off;
+  return l;
+}
+
+/* Resolves rank q's published location into this process's address space (NULL: staging). */
+static ddp_status_t resolve(ddp__coll_t *cs, int q, loc_t l, char **out) {
+  *out = NULL;
+  if (l.id == LOC_STAGE) return DDP_OK;
+  ddp__pool_win_t *w = ddp__pool_by_id(cs, l.id);
+  if (!w)
+    return ddp__error(DDP_EINTERNAL, "shm: local rank %d uses pool window %llu, unknown here "
+                      "(ddp_alloc/ddp_free calls differ between the node's ranks?)", q,
+                      (unsigned long long)l.id);
+  *out = w->peer_base[q] + l.off;
+  return DDP_OK;
+}
+
+/* dst = in[0] op in[1] op ... in[n-1] (dst may be one of the inputs only if it is in[0]). */
+static void reduce_n(void *dst, const char *const *in, int n, size_t off, size_t count,
+                     ddp_dtype_t dtype, ddp_op_t op) {
+  if (count == 0) return;
+  size_t es = ddp_dtype_size(dtype), b = off * es;
+  if (n == 1) {
+    ddp__copy_host(dst, in[0] + b, count * es);
+    return;
+  }
+  ddp__reduce3_host(dst, in[0] + b, in[1] + b, count, dtype, op);
+  for (int q = 2; q < n; q++) ddp__reduce_host(dst, in[q] + b, count, dtype, op);
+}
+
+/* Small: everyone reduces everything, in rank order. */
+static ddp_status_t shm_small(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) {
+  size_t bytes = a->count * ddp_dtype_size(a->dtype);
+  size_t h = (s->flip++ & 1) * HALF_BYTES;
+  memcpy(s->stage[s->me] + h, a->send, bytes);
+  DDP_TRY(barrier(x, s));
+  for (int q = 0; q < s->n; q++) s->in[q] = s->stage[q] + h;
+  reduce_n(a->recv, s->in, s->n, 0, a->count, a->dtype, a->op);
+  return DDP_OK;
+}
+
+/* Large: chunked reduce-scatter + allgather through the published locations. */
+static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) {
+  ddp__coll_t *cs = x->cs;
+  size_t es = ddp_dtype_size(a->dtype), bytes = a->count * es;
+  int me = s->me, n = s->n;
+  ctrl_t *my = s->ctrl[me];
+  loc_t lin = locate(cs, a->send, bytes), lres = locate(cs, a->recv, bytes);
+  if (a->send == a->recv && lin.id == LOC_STAGE) lres.id = LOC_STAGE; /* staged in place */
+  my->desc[0][0] = lin;
+  my->desc[0][1] = lres;
+  size_t chunk = HALF_BYTES / es;
+  size_t offs[64], lens[64];
+  size_t *o = offs, *l = lens;
+  if (n > 64) {
+    o = malloc(2 * (size_t)n * sizeof *o);
+    if (!o) return ddp__error(DDP_ENOMEM, "shm: out of memory");
+    l = o + n;
+  }
+  /* Chunk 0's copy-in goes before the barrier that publishes the descriptors. */
+  size_t m0 = a->count < chunk ? a->count : chunk;
+  if (lin.id == LOC_STAGE) memcpy(s->stage[me] + (s->flip & 1) * HALF_BYTES, a->send, m0 * es);
+  ddp_status_t st = barrier(x, s);
+  /* Peers' bases (NULL = their staging half). */
+  for (int q = 0; q < n && st == DDP_OK; q++) {
+    char *p = NULL;
+    st = resolve(cs, q, s->ctrl[q]->desc[0][0], &p);
+    s->src[q] = p;
+    if (st == DDP_OK) st = resolve(cs, q, s->ctrl[q]->desc[0][1], &s->res[q]);
+  }
+  for (size_t base = 0; base < a->count && st == DDP_OK; base += chunk) {
+    size_t m = a->count - base < chunk ? a->count - base : chunk;
+    size_t h = (s->flip++ & 1) * HALF_BYTES;
+    ddp__split(m, n, o, l);
+    /* Copy-in when the input is not in the pool. */
+    if (base > 0) {
+      if (!s->src[me]) memcpy(s->stage[me] + h, (const char *)a->send + base * es, m * es);
+      st = barrier(x, s);
+      if (st != DDP_OK) break;
+    }
+    /* Reduce slice `me` of the chunk from every input. */
+    for (int q = 0; q < n; q++)
+      s->in[q] = s->src[q] ? s->src[q] + base * es : s->stage[q] + h;
+    char *dst = s->res[me] ? s->res[me] + (base + o[me]) * es : s->stage[me] + h + o[me] * es;
+    /* If the result aliases this rank's own input, start from it and add the others. */
+    const char *mine = s->in[me] + o[me] * es;
+    if (dst == mine) {
+      for (int q = 0; q < n; q++)
+        if (q != me) ddp__reduce_host(dst, s->in[q] + o[me] * es, l[me], a->dtype, a->op);
+    } else {
+      reduce_n(dst, s->in, n, o[me], l[me], a->dtype, a->op);
+    }
+    st = barrier(x, s);
+    if (st != DDP_OK) break;
+    /* Gather every slice into recv. */
+    for (int q = 0; q < n; q++) {
+      const char *from = s->res[q] ? s->res[q] + base * es + o[q] * es : s->stage[q] + h + o[q] * es;
+      char *to = (char *)a->recv + (base + o[q]) * es;
+      if (from != to) ddp__copy_host(to, from, l[q] * es);
+    }
+  }
+  if (o != offs) free(o);
+  if (st == DDP_OK) st = barrier(x, s); /* nobody leaves while a peer still reads its memory */
+  return st;
+}
+
+/* ---- phases for hier (count at most ddp__shm_chunk elements) -------------------------- */
+size_t ddp__shm_chunk(ddp_dtype_t dtype) { return HALF_BYTES / ddp_dtype_size(dtype); }
+
+ddp_status_t ddp__shm_reduce_scatter(ddp__ctx_t *x, const void *send, void *recv, size_t count,
+                                     ddp_dtype_t dtype, ddp_op_t op) {
+  ddp__coll_t *cs = x->cs;
+  ddp__shm_t *s = NULL;
+  DDP_TRY(shm_get(x, &s));
+  int me = s->me, n = s->n;
+  size_t es = ddp_dtype_size(dtype), bytes = count * es;
+  if (bytes > HALF_BYTES)
+    return ddp__error(DDP_EINTERNAL, "shm reduce-scatter of %zu bytes exceeds the %zu-byte chunk",
+                      bytes, HALF_BYTES);
+  size_t offs[64], lens[64];
+  size_t *o = offs, *l = lens;
+  if (n > 64) {
+    o = malloc(2 * (size_t)n * sizeof *o);
+    if (!o) return ddp__error(DDP_ENOMEM, "shm: out of memory");
+    l = o + n;
+  }
+  ddp__split(count, n, o, l);
+  size_t h = (s->flip++ & 1) * HALF_BYTES;
+  loc_t lin = locate(cs, send, bytes);
+  s->ctrl[me]->desc[0][0] = lin;
+  if (lin.id == LOC_STAGE) memcpy(s->stage[me] + h, send, bytes);
+  ddp_status_t st = barrier(x, s);
+  for (int q = 0; q < n && st == DDP_OK; q++) {
+    char *p = NULL;
+    st = resolve(cs, q, s->ctrl[q]->desc[0][0], &p);
+    s->in[q] = p ? p : s->stage[q] + h;
+  }
+  if (st == DDP_OK) {
+    char *dst = (char *)recv + o[me] * es;
+    if (dst == s->in[me] + o[me] * es) {
+      for (int q = 0; q < n; q++)
+        if (q != me) ddp__reduce_host(dst, s->in[q] + o[me] * es, l[me], dtype, op);
+    } else {
+      reduce_n(dst, s->in, n, o[me], l[me], dtype, op);
+    }
+  }
+  if (o != offs) free(o);
+  return st;
+}
+
+ddp_status_t ddp__shm_allgather(ddp__ctx_t *x, void *recv, size_t count, ddp_dtype_t dtype) {
+  ddp__coll_t *cs = x->cs;
+  ddp__shm_t *s = NULL;
+  DDP_TRY(shm_get(x, &s));
+  int me = s->me, n = s->n;
+  size_t es = ddp_dtype_size(dtype), bytes = count * es;
+  size_t offs[64], lens[64];
+  size_t *o = offs, *l = lens;
+  if (n > 64) {
+    o = malloc(2 * (size_t)n * sizeof *o);
+    if (!o) return ddp__error(DDP_ENOMEM, "shm: out of memory");
+    l = o + n;
+  }
+  ddp__split(count, n, o, l);
+  size_t h = (s->flip++ & 1) * HALF_BYTES;
+  loc_t lres = locate(cs, recv, bytes);
+  s->ctrl[me]->desc[1][1] = lres;
+  if (lres.id == LOC_STAGE)
+    memcpy(s->stage[me] + h + o[me] * es, (char *)recv + o[me] * es, l[me] * es);
+  ddp_status_t st = barrier(x, s);
+  for (int q = 0; q < n && st == DDP_OK; q++) {
+    if (q == me) continue;
+    char *p = NULL;
+    st = resolve(cs, q, s->ctrl[q]->desc[1][1], &p);
+    const char *from = p ? p + o[q] * es : s->stage[q] + h + o[q] * es;
+    if (st == DDP_OK) ddp__copy_host((char *)recv + o[q] * es, from, l[q] * es);
+  }
+  if (o != offs) free(o);
+  if (st == DDP_OK) st = barrier(x, s);
+  return st;
+}
+
+static const char *shm_supports(const ddp__ctx_t *x, const ddp__ar_t *a) {
+  (void)a;
+  if (x->mem != DDP_MEM_HOST) return "needs host memory";
+  if (x->cs->shm_disabled) return "node-shared memory windows do not work here";
+  if (x->c->nodes != 1) return "needs every rank on one node (use hier across nodes)";
+  return NULL;
+}
+
+static ddp_status_t shm_run(ddp__ctx_t *x, const ddp__ar_t *a) {
+  if (x->size == 1) {
+    ddp__copy_host(a->recv, a->send, a->count * ddp_dtype_size(a->dtype));
+    return DDP_OK;
+  }
+  ddp__shm_t *s = NULL;
+  DDP_TRY(shm_get(x, &s));
+  size_t bytes = a->count * ddp_dtype_size(a->dtype);
+  if (bytes <= SMALL_BYTES) return shm_small(x, s, a);
+  return shm_large(x, s, a);
+}
+
+const ddp__algo_t ddp__algo_shm = {"shm", shm_supports, shm_run};

@@ -47,6 +47,15 @@ ddp_status_t ddp__coll_comm_init(ddp__comm_t *c) {
   if (st == DDP_OK) st = dup_comm(c->cross, &cs->cross, "MPI_Comm_dup (collectives cross)");
   if (st == DDP_OK) st = dup_comm(c->node, &cs->poolcomm, "MPI_Comm_dup (collectives pool)");
   if (st == DDP_OK) st = ddp__coll_mpi_types(cs);
+  if (st == DDP_OK) {
+    /* hier needs the same local size on every node: a world-wide fact, agreed here once. */
+    int v[2] = {c->local_size, -c->local_size}, m[2] = {0, 0};
+    int rc = MPI_Allreduce(v, m, 2, MPI_INT, MPI_MAX, cs->world);
+    if (rc != MPI_SUCCESS) st = ddp__mpi_error(rc, "MPI_Allreduce (node sizes)");
+    cs->uniform_nodes = m[0] == -m[1];
+    MPI_Comm_rank(cs->cross, &cs->cross_rank);
+    MPI_Comm_size(cs->cross, &cs->cross_size);
+  }
   if (st != DDP_OK) {
     free_state(cs);
     return st;

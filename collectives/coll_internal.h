@@ -121,6 +121,8 @@ DDP_HIDDEN ddp_status_t ddp__shm_reduce_scatter(ddp__ctx_t *x, const void *send,
                                                 size_t count, ddp_dtype_t dtype, ddp_op_t op);
 DDP_HIDDEN ddp_status_t ddp__shm_allgather(ddp__ctx_t *x, void *recv, size_t count,
                                            ddp_dtype_t dtype);
+/* Most elements one shm reduce-scatter/allgather call may take. */
+DDP_HIDDEN size_t ddp__shm_chunk(ddp_dtype_t dtype);
 
 /* Selection (coll_select.c): resolves opts->algo / DDP_ALLREDUCE_ALGO / auto for one case.
  * Errors name the valid algorithms. */
@@ -167,6 +169,8 @@ typedef struct ddp__coll {
   pthread_mutex_t pool_mu;
   MPI_Comm poolcomm;       /* dup of node for ddp_alloc/ddp_free (called on user threads) */
   int shm_disabled;        /* shm phases unavailable (no shared windows) */
+  int uniform_nodes;       /* every node has the same number of ranks (hier) */
+  int cross_rank, cross_size; /* this rank in `cross` (= node index), number of nodes */
 } ddp__coll_t;
 
 /* A queued or executing collective (coll_engine.c). */

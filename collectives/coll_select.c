@@ -5,10 +5,11 @@
 #include "coll_internal.h"
 
 /* Every algorithm, in the order they are listed to users. */
-static const ddp__algo_t *const algos[] = {&ddp__algo_mpi, &ddp__algo_ring, &ddp__algo_rhd};
+static const ddp__algo_t *const algos[] = {&ddp__algo_mpi, &ddp__algo_ring, &ddp__algo_rhd,
+                                           &ddp__algo_shm, &ddp__algo_hier};
 #define NALGOS (sizeof algos / sizeof algos[0])
 
-static const char *const names[] = {"auto", "mpi", "ring", "rhd", NULL};
+static const char *const names[] = {"auto", "mpi", "ring", "rhd", "shm", "hier", NULL};
 
 const char *const *ddp_allreduce_algos(void) { return names; }
 
@@ -34,6 +35,10 @@ typedef struct {
 } row_t;
 
 static const row_t table[] = {
+    {1, SIZE_MAX, "shm"},
+    {2, (size_t)16 << 10, "rhd"},
+    {2, SIZE_MAX, "hier"},
+    {2, SIZE_MAX, "ring"},
     {0, SIZE_MAX, "mpi"},
 };
 
