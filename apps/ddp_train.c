@@ -20,16 +20,6 @@
 #include "train_model.h"
 #include "train_util.h"
 
-/* TEMPORARY until runtime/reducer lands: weak references, so the app links without it and
- * falls back to --sync mpi at run time. */
-#pragma weak ddp_reducer_opts_default
-#pragma weak ddp_reducer_create
-#pragma weak ddp_reducer_destroy
-#pragma weak ddp_reducer_grad
-#pragma weak ddp_reducer_grad_ready
-#pragma weak ddp_reducer_finish
-#pragma weak ddp_reducer_stats
-
 typedef enum { SYNC_REDUCER = 0, SYNC_MPI } sync_kind_t;
 
 typedef struct opts {
@@ -282,10 +272,6 @@ int main(int argc, char **argv) {
     return pr < 0 ? 2 : 0;
   }
   openblas_set_num_threads(o.threads);
-  if (o.sync == SYNC_REDUCER && !ddp_reducer_create) {
-    if (rank == 0) printf("# note: this library has no reducer yet, using --sync mpi\n");
-    o.sync = SYNC_MPI;
-  }
 
   ddp_dataset_t *train = NULL, *test = NULL;
   APP_CHECK(ddp_dataset_open_fmnist(o.data, 1, &train));
