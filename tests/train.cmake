@@ -22,3 +22,8 @@ if(TARGET ddp_train)
   ddp_add_train_check(train_ckpt_corrupt_np2 corrupt "train;mpi" 180)
   ddp_add_train_check(train_accuracy_np2 accuracy "train;mpi" 180)
 endif()
+
+# tools/plot: metrics CSV and allreduce_bench JSON to PNG with gnuplot (skips without gnuplot).
+add_test(NAME train_plot COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_plot.sh
+         ${PROJECT_SOURCE_DIR} ${DDP_TRAIN_TMP}/plot)
+set_tests_properties(train_plot PROPERTIES TIMEOUT 60 LABELS "quick;train" SKIP_RETURN_CODE 77)

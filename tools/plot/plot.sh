@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# PNG plots with gnuplot (Debian gnuplot-nox):
+#   tools/plot/plot.sh bench RESULTS.json OUT.png [TITLE]   busbw vs size, one line per algorithm
+#   tools/plot/plot.sh train OUT.png RUN.csv[=LABEL] ...     ddp_train loss and accuracy curves
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+command -v gnuplot >/dev/null || { echo "plot.sh: gnuplot not installed (apt-get install gnuplot-nox)" >&2; exit 2; }
+case ${1:-} in
+bench)
+  [ $# -ge 3 ] || { echo "usage: $0 bench RESULTS.json OUT.png [TITLE]" >&2; exit 2; }
+  dat=$(mktemp /tmp/busbw.XXXXXX.dat)
+  trap 'rm -f "$dat"' EXIT
+  algos=$(python3 "$here/bench2dat.py" "$2" "$dat")
+  gnuplot -e "datafile='$dat'; algos='$algos'; out='$3'; ttl='${4:-allreduce bus bandwidth}'" "$here/busbw.gp"
+  ;;
+train)
+  [ $# -ge 3 ] || { echo "usage: $0 train OUT.png RUN.csv[=LABEL] ..." >&2; exit 2; }
+  out=$2
+  shift 2
+  files="" labels=""
+  for a in "$@"; do
+    f=${a%%=*}
+    l=${a#*=}
+    [ "$l" = "$a" ] && l=$(basename "$f" .csv)
+    [ -r "$f" ] || { echo "plot.sh: cannot read $f" >&2; exit 2; }
+    files+="${files:+ }$f"
+    labels+="${labels:+ }${l// /_}"
+  done
+  gnuplot -e "files='$files'; labels='$labels'; out='$out'" "$here/train.gp"
+  ;;
+*)
+  echo "usage: $0 bench RESULTS.json OUT.png [TITLE] | train OUT.png RUN.csv[=LABEL] ..." >&2
+  exit 2
+  ;;
+esac
+echo "plot.sh: wrote ${out:-$3}"
