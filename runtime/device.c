@@ -306,7 +306,7 @@ const char *ddp__transport_name(ddp__transport_t t) {
 
 ddp_status_t ddp__device_pick_transport(ddp__comm_t *c, const char *requested,
                                         ddp__transport_t *out) {
-  ddp__transport_t t = c->cfg.transport;
+  ddp__transport_t t = c->dev && c->dev->transport_set ? c->dev->transport : c->cfg.transport;
   if (requested) {
     if (!strcmp(requested, "auto")) t = DDP__TRANSPORT_AUTO;
     else if (!strcmp(requested, "mpi")) t = DDP__TRANSPORT_MPI;
@@ -352,5 +352,16 @@ ddp_status_t ddp_device_transport(ddp_comm_t *comm, const char *requested, const
   ddp__transport_t t = DDP__TRANSPORT_AUTO;
   DDP_TRY(ddp__device_pick_transport(c, requested, &t));
   *name = ddp__transport_name(t);
+  return DDP_OK;
+}
+
+ddp_status_t ddp_device_set_transport(ddp_comm_t *comm, const char *name) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  DDP_CHECK_ARG(name != NULL, "name is NULL");
+  ddp__transport_t t = DDP__TRANSPORT_AUTO;
+  DDP_TRY(ddp__device_pick_transport(c, name, &t));
+  c->dev->transport = t;
+  c->dev->transport_set = 1;
   return DDP_OK;
 }

@@ -65,6 +65,8 @@ struct ddp__device {
   const ddp__devimpl_t *impl;
   void *state;               /* the implementation's */
   char desc[128];
+  int transport_set;            /* ddp_device_set_transport was called */
+  ddp__transport_t transport;   /* then: its choice, else DDP_TRANSPORT */
   struct ddp__devcoll *coll; /* created on the first device collective */
 };
 

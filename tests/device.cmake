@@ -5,3 +5,10 @@ ddp_add_mpi_test(NAME device_emu_np1 EXE device_emu NP 1 LABELS "emulate;quick" 
   ENV DDP_DEVICE_EMULATE=1)
 ddp_add_mpi_test(NAME device_none_np1 EXE device_emu NP 1 ARGS none LABELS "emulate;quick"
   TIMEOUT 60)
+ddp_add_test_exe(device_coll device_coll.c)
+ddp_add_mpi_test(NAME device_coll_np2 EXE device_coll NP 2 LABELS "emulate;quick" TIMEOUT 120
+  ENV DDP_DEVICE_EMULATE=1 DDP_STAGING_CHUNK=4K)
+ddp_add_mpi_test(NAME device_coll_np3 EXE device_coll NP 3 LABELS "emulate;quick" TIMEOUT 120
+  ENV DDP_DEVICE_EMULATE=1 DDP_STAGING_CHUNK=4K DDP_STAGING_DEPTH=2)
+ddp_add_mpi_test(NAME device_coll_np1 EXE device_coll NP 1 LABELS "emulate;quick" TIMEOUT 120
+  ENV DDP_DEVICE_EMULATE=1 DDP_STAGING_CHUNK=4K DDP_STAGING_DEPTH=4)

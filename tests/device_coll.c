@@ -1,0 +1,251 @@
+/* Device-memory collectives under the emulated device, for each transport that can run here
+ * (staged; mpi, since emulated device memory is host memory): allreduce for every dtype and
+ * op, in and out of place, sizes that span several staging chunks; broadcast, allgather,
+ * reduce-scatter; non-blocking requests; ordering after the caller's stream (the input is
+ * written by the stream only after a delay); bad inputs. Run with a small DDP_STAGING_CHUNK so
+ * the pipeline wraps around its slots. */
+#include "ddp_test.h"
+#include "device_util.h"
+
+static ddp_comm_t comm;
+static int rank, size;
+
+/* Element i of rank r's input: 1..5, so products stay exact in every dtype. */
+static double in_val(int r, size_t i) { return (double)(((i * 7) + (size_t)r * 3) % 5) + 1; }
+
+static double expect_val(ddp_op_t op, ddp_dtype_t t, size_t i) {
+  double acc = in_val(0, i);
+  for (int r = 1; r < size; r++) {
+    double v = in_val(r, i);
+    acc = op == DDP_SUM || op == DDP_AVG ? acc + v : op == DDP_PROD ? acc * v : op == DDP_MIN ? fmin(acc, v) : fmax(acc, v);
+  }
+  if (op == DDP_AVG) {
+    if (t == DDP_F32) return (double)((float)acc / (float)size);
+    if (t == DDP_F64) return acc / size;
+    return (double)((int64_t)acc / size);
+  }
+  return acc;
+}
+
+/* u8 stores v+3 in put(); give it values that survive that: our inputs are >= 1 already. */
+static void fill(void *h, ddp_dtype_t t, size_t n, int r) {
+  for (size_t i = 0; i < n; i++) put(h, t, i, in_val(r, i) - (t == DDP_U8 ? 3 : 0));
+}
+static double read_val(const void *h, ddp_dtype_t t, size_t i) {
+  return get(h, t, i) + (t == DDP_U8 ? 3 : 0);
+}
+
+static void *dev_alloc(size_t bytes) {
+  void *p = NULL;
+  CHECK_OK(ddp_device_malloc(&comm, bytes ? bytes : 1, &p));
+  return p;
+}
+
+static void test_allreduce(const char *tp, ddp_stream_t s) {
+  size_t sizes[] = {1, 1000, 3 * 1024 + 17}; /* the last spans several 4 KB chunks */
+  ddp_op_t ops[] = {DDP_SUM, DDP_AVG, DDP_MIN, DDP_MAX, DDP_PROD};
+  for (int t = 0; t < DDP_DTYPE_COUNT; t++) {
+    for (int k = 0; k < 5; k++) {
+      ddp_op_t op = ops[k];
+      if (op == DDP_AVG && (t == DDP_F16 || t == DDP_BF16 || t == DDP_U8)) continue;
+      if (op == DDP_PROD && t == DDP_U8 && size > 3) continue;
+      for (int z = 0; z < 3; z++) {
+        size_t n = sizes[z], es = ddp_dtype_size((ddp_dtype_t)t);
+        for (int inplace = 0; inplace < 2; inplace++) {
+          char *h = malloc(n * es);
+          void *dsend = dev_alloc(n * es), *drecv = inplace ? dsend : dev_alloc(n * es);
+          fill(h, (ddp_dtype_t)t, n, rank);
+          CHECK_OK(ddp_memcpy_async(&comm, dsend, h, n * es, s));
+          if (!inplace) CHECK_OK(ddp_memset_async(&comm, drecv, 0x5a, n * es, s));
+          ddp_coll_opts_t o;
+          ddp_coll_opts_default(&o);
+          o.mem = DDP_MEM_CUDA;
+          o.stream = s;
+          CHECK_OK(ddp_allreduce(&comm, inplace ? DDP_IN_PLACE : dsend, drecv, n, (ddp_dtype_t)t, op, &o));
+          memset(h, 0, n * es);
+          CHECK_OK(ddp_memcpy_async(&comm, h, drecv, n * es, s));
+          CHECK_OK(ddp_stream_synchronize(&comm, s));
+          int wrong = 0;
+          size_t first = 0;
+          for (size_t i = 0; i < n; i++)
+            if (read_val(h, (ddp_dtype_t)t, i) != expect_val(op, (ddp_dtype_t)t, i)) {
+              if (!wrong) first = i;
+              wrong++;
+            }
+          CHECK(wrong == 0, "[%s] allreduce %s %s n=%zu %s: %d wrong, first at %zu: %g, expected %g", tp,
+                ddp_dtype_name((ddp_dtype_t)t), ddp_op_name(op), n, inplace ? "in place" : "out of place",
+                wrong, first, read_val(h, (ddp_dtype_t)t, first), expect_val(op, (ddp_dtype_t)t, first));
+          CHECK_OK(ddp_device_free(&comm, dsend));
+          if (!inplace) CHECK_OK(ddp_device_free(&comm, drecv));
+          free(h);
+        }
+      }
+    }
+  }
+}
+
+static void test_others(const char *tp, ddp_stream_t s) {
+  const size_t n = 2 * 1024 + 5; /* i32 elements: 8 KB, three 4 KB chunks */
+  int32_t *h = malloc(n * 4 * (size_t)size);
+  /* broadcast from the first and the last rank */
+  for (int root = 0; root < size; root += size - 1 > 0 ? size - 1 : 1) {
+    int32_t *d = dev_alloc(n * 4);
+    for (size_t i = 0; i < n; i++) h[i] = rank == root ? (int32_t)(i * 3 + 7) : -1;
+    CHECK_OK(ddp_memcpy_async(&comm, d, h, n * 4, s));
+    ddp_coll_opts_t o;
+    ddp_coll_opts_default(&o);
+    o.mem = DDP_MEM_CUDA;
+    o.stream = s;
+    CHECK_OK(ddp_broadcast(&comm, d, n, DDP_I32, root, &o));
+    CHECK_OK(ddp_memcpy_async(&comm, h, d, n * 4, s));
+    CHECK_OK(ddp_stream_synchronize(&comm, s));
+    int wrong = 0;
+    for (size_t i = 0; i < n; i++) wrong += h[i] != (int32_t)(i * 3 + 7);
+    CHECK(wrong == 0, "[%s] broadcast root %d: %d wrong", tp, root, wrong);
+    CHECK_OK(ddp_device_free(&comm, d));
+    if (size == 1) break;
+  }
+  /* allgather, out of place and in place */
+  for (int inplace = 0; inplace < 2; inplace++) {
+    int32_t *dr = dev_alloc(n * 4 * (size_t)size), *ds = inplace ? dr + (size_t)rank * n : dev_alloc(n * 4);
+    for (size_t i = 0; i < n; i++) h[i] = (int32_t)(rank * 100000 + (int)i);
+    CHECK_OK(ddp_memcpy_async(&comm, ds, h, n * 4, s));
+    ddp_coll_opts_t o;
+    ddp_coll_opts_default(&o);
+    o.mem = DDP_MEM_CUDA;
+    o.stream = s;
+    CHECK_OK(ddp_allgather(&comm, inplace ? DDP_IN_PLACE : ds, dr, n, DDP_I32, &o));
+    CHECK_OK(ddp_memcpy_async(&comm, h, dr, n * 4 * (size_t)size, s));
+    CHECK_OK(ddp_stream_synchronize(&comm, s));
+    int wrong = 0;
+    for (int r = 0; r < size; r++)
+      for (size_t i = 0; i < n; i++) wrong += h[(size_t)r * n + i] != (int32_t)(r * 100000 + (int)i);
+    CHECK(wrong == 0, "[%s] allgather %s: %d wrong", tp, inplace ? "in place" : "out of place", wrong);
+    CHECK_OK(ddp_device_free(&comm, dr));
+    if (!inplace) CHECK_OK(ddp_device_free(&comm, ds));
+  }
+  /* reduce-scatter (sum), out of place and in place */
+  for (int inplace = 0; inplace < 2; inplace++) {
+    size_t tot = n * (size_t)size;
+    int32_t *ds = dev_alloc(tot * 4), *dr = inplace ? ds : dev_alloc(n * 4);
+    for (size_t i = 0; i < tot; i++) h[i] = (int32_t)((int)i % 1000 + rank);
+    CHECK_OK(ddp_memcpy_async(&comm, ds, h, tot * 4, s));
+    ddp_coll_opts_t o;
+    ddp_coll_opts_default(&o);
+    o.mem = DDP_MEM_CUDA;
+    o.stream = s;
+    CHECK_OK(ddp_reduce_scatter(&comm, inplace ? DDP_IN_PLACE : ds, dr, n, DDP_I32, DDP_SUM, &o));
+    CHECK_OK(ddp_memcpy_async(&comm, h, dr, n * 4, s));
+    CHECK_OK(ddp_stream_synchronize(&comm, s));
+    int wrong = 0;
+    for (size_t i = 0; i < n; i++) {
+      size_t g = (size_t)rank * n + i;
+      int32_t want = (int32_t)(size * ((int)g % 1000) + size * (size - 1) / 2);
+      wrong += h[i] != want;
+    }
+    CHECK(wrong == 0, "[%s] reduce_scatter %s: %d wrong", tp, inplace ? "in place" : "out of place", wrong);
+    CHECK_OK(ddp_device_free(&comm, ds));
+    if (!inplace) CHECK_OK(ddp_device_free(&comm, dr));
+  }
+  free(h);
+}
+
+/* The input reaches device memory only through the caller's stream, after a delay: a
+ * collective that did not wait for that stream would reduce stale data (zeros). */
+static void test_ordering(const char *tp, ddp_stream_t s) {
+  const size_t n = 5000;
+  float *h = malloc(n * 4), *hr = malloc(n * 4);
+  float *d = dev_alloc(n * 4);
+  CHECK_OK(ddp_memset_async(&comm, d, 0, n * 4, s));
+  CHECK_OK(ddp_stream_synchronize(&comm, s));
+  for (size_t i = 0; i < n; i++) h[i] = (float)(rank + 1);
+  CHECK_OK(ddp_launch_host_func(&comm, s, sleep_ms, (void *)(intptr_t)80));
+  CHECK_OK(ddp_memcpy_async(&comm, d, h, n * 4, s));
+  ddp_coll_opts_t o;
+  ddp_coll_opts_default(&o);
+  o.mem = DDP_MEM_CUDA;
+  o.stream = s;
+  CHECK_OK(ddp_allreduce(&comm, DDP_IN_PLACE, d, n, DDP_F32, DDP_SUM, &o));
+  /* ...and work queued on the stream afterwards sees the result */
+  CHECK_OK(ddp_memcpy_async(&comm, hr, d, n * 4, s));
+  CHECK_OK(ddp_stream_synchronize(&comm, s));
+  float want = (float)(size * (size + 1) / 2);
+  int wrong = 0;
+  for (size_t i = 0; i < n; i++) wrong += hr[i] != want;
+  CHECK(wrong == 0, "[%s] allreduce did not wait for the caller's stream: %d of %zu wrong (first %g, want %g)",
+        tp, wrong, n, hr[0], want);
+  /* non-blocking, two in flight, on the default stream */
+  float *d2 = dev_alloc(n * 4);
+  for (size_t i = 0; i < n; i++) h[i] = (float)i;
+  CHECK_OK(ddp_memcpy_async(&comm, d, h, n * 4, NULL));
+  CHECK_OK(ddp_memcpy_async(&comm, d2, h, n * 4, NULL));
+  o.stream = NULL;
+  ddp_request_t *rq[2] = {NULL, NULL};
+  CHECK_OK(ddp_iallreduce(&comm, DDP_IN_PLACE, d, n, DDP_F32, DDP_SUM, &o, &rq[0]));
+  CHECK_OK(ddp_iallreduce(&comm, DDP_IN_PLACE, d2, n, DDP_F32, DDP_MAX, &o, &rq[1]));
+  CHECK_OK(ddp_waitall(2, rq));
+  CHECK_OK(ddp_memcpy_async(&comm, hr, d, n * 4, NULL));
+  CHECK_OK(ddp_memcpy_async(&comm, h, d2, n * 4, NULL));
+  CHECK_OK(ddp_stream_synchronize(&comm, NULL));
+  wrong = 0;
+  for (size_t i = 0; i < n; i++) wrong += hr[i] != (float)i * (float)size || h[i] != (float)i;
+  CHECK(wrong == 0, "[%s] non-blocking device allreduce: %d wrong", tp, wrong);
+  CHECK_OK(ddp_device_free(&comm, d));
+  CHECK_OK(ddp_device_free(&comm, d2));
+  free(h), free(hr);
+}
+
+static void test_bad(void) {
+  float host[16] = {0};
+  void *d = dev_alloc(64);
+  ddp_coll_opts_t o;
+  ddp_coll_opts_default(&o);
+  o.mem = DDP_MEM_CUDA;
+  CHECK_ST(ddp_allreduce(&comm, DDP_IN_PLACE, host, 16, DDP_F32, DDP_SUM, &o), DDP_EINVAL);
+  CHECK_MSG("not device memory");
+  CHECK_ST(ddp_allreduce(&comm, DDP_IN_PLACE, d, 17, DDP_F32, DDP_SUM, &o), DDP_EINVAL);
+  CHECK_MSG("68 bytes");
+  o.stream = (void *)host;
+  CHECK_ST(ddp_allreduce(&comm, DDP_IN_PLACE, d, 16, DDP_F32, DDP_SUM, &o), DDP_EINVAL);
+  CHECK_MSG("opts->stream");
+  o.stream = NULL;
+  CHECK_ST(ddp_device_set_transport(&comm, "nccl"), DDP_ENOTSUP);
+  CHECK_ST(ddp_device_set_transport(&comm, "carrier-pigeon"), DDP_EINVAL);
+  CHECK_MSG("carrier-pigeon");
+  CHECK_ST(ddp_device_set_transport(NULL, "mpi"), DDP_EINVAL);
+  CHECK_OK(ddp_device_set_transport(&comm, "mpi"));
+  o.algo = "mpi";
+  CHECK_ST(ddp_allreduce(&comm, DDP_IN_PLACE, d, 16, DDP_F32, DDP_SUM, &o), DDP_EINVAL);
+  CHECK_MSG("ring or rhd");
+  o.algo = NULL;
+  CHECK_OK(ddp_device_free(&comm, d));
+}
+
+int main(int argc, char **argv) {
+  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
+    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
+    return 1;
+  }
+  ddp_comm_rank(&comm, &rank);
+  ddp_comm_size(&comm, &size);
+  CHECK(ddp_device_emulated(&comm), "needs DDP_DEVICE_EMULATE=1");
+  if (ddp_device_emulated(&comm)) {
+    const char *tps[] = {"staged", "mpi"};
+    ddp_stream_t s;
+    CHECK_OK(ddp_stream_create(&comm, &s));
+    for (int k = 0; k < 2; k++) {
+      const char *name = NULL;
+      CHECK_OK(ddp_device_set_transport(&comm, tps[k]));
+      CHECK_OK(ddp_device_transport(&comm, NULL, &name));
+      CHECK(name && !strcmp(name, tps[k]), "transport %s, wanted %s", name ? name : "?", tps[k]);
+      test_ordering(tps[k], s);
+      test_allreduce(tps[k], s);
+      test_others(tps[k], s);
+    }
+    test_bad();
+    CHECK_OK(ddp_stream_destroy(&comm, s));
+  }
+  int rc = ddp_test_finish("device_coll");
+  ddp_finalize(&comm);
+  return rc;
+}
