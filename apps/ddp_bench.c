@@ -1,0 +1,353 @@
+/* ddp_bench: the W-DDP workload (MLP 784-2048-2048-2048-10, SGD, per-rank batch 64,
+ * synthetic data, OpenBLAS on one thread per rank). In one run it times --steps steps without
+ * any communication (compute only), then the same number with the reducer, and reports
+ * efficiency = compute_only_step / ddp_step, exposed communication and samples/s.
+ * --sweep runs several reducer configurations side by side (overlap on/off, algorithms,
+ * bucket caps, views off, hooks) against the same compute-only baseline.
+ *
+ *   mpirun -np 2 build/apps/ddp_bench --steps 30 [-J ddp_bench.json]
+ *   mpirun -np 2 build/apps/ddp_bench --steps 30 --sweep -J sweep.json */
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app_check.h"
+#include "ddp.h"
+#include "mlp.h"
+
+void openblas_set_num_threads(int num_threads);
+
+typedef struct cfg {
+  char label[48];
+  double cap_mb, first_mb;
+  const char *algo; /* NULL = auto */
+  int overlap, views;
+  ddp_hook_t hook;
+} cfg_t;
+
+typedef struct result {
+  cfg_t cfg;
+  double compute_ms, step_ms, exposed_ms, comm_ms, hidden, samples_per_s, efficiency;
+  size_t nbuckets, wire_bytes;
+  char algo_used[32];
+} result_t;
+
+typedef struct bench {
+  ddp_comm_t comm;
+  int rank, size;
+  int steps, warmup, batch, device_cuda;
+  int sizes[16], nsizes;
+  mlp_t m;
+  float *x;
+  int *labels;
+  float lr;
+  ddp_reducer_t *r; /* while a DDP phase runs */
+  double compute_ms;
+} bench_t;
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: ddp_bench [--steps N] [--warmup N] [--batch B] [--layers 784,2048,...]\n"
+          "                 [--bucket-cap-mb MB] [--first-bucket-mb MB] [--algo NAME] [--hook none|fp16|bf16]\n"
+          "                 [--no-overlap] [--no-views] [--sweep] [--device host|cuda] [-J file.json]\n");
+}
+
+static int parse_layers(const char *s, int *sizes, int *n) {
+  *n = 0;
+  while (*s && *n < 16) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || errno || v < 1 || v > 1 << 20) return -1;
+    sizes[(*n)++] = (int)v;
+    if (*end == ',') end++;
+    else if (*end) return -1;
+    s = end;
+  }
+  return *n >= 2 ? 0 : -1;
+}
+
+static double max_over_ranks(double v) {
+  double o = v;
+  MPI_Allreduce(&v, &o, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return o;
+}
+
+static void on_ready(size_t i, void *ctx) {
+  bench_t *b = ctx;
+  ddp_status_t st = ddp_reducer_grad_ready(b->r, i);
+  if (st != DDP_OK) {
+    fprintf(stderr, "grad_ready(%zu): %s\n", i, ddp_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+}
+
+/* One training step; with a reducer, gradients are exchanged while backward runs (overlap) or
+ * all at once after it. */
+static int step(bench_t *b, const cfg_t *c) {
+  mlp_forward(&b->m, b->x, b->labels, b->batch);
+  if (b->r && c->overlap) {
+    mlp_backward(&b->m, b->x, b->labels, b->batch, 0, on_ready, b);
+  } else {
+    mlp_backward(&b->m, b->x, b->labels, b->batch, 0, NULL, NULL);
+    if (b->r) /* same order as backward produces them: last layer first */
+      for (size_t i = b->m.nparams; i-- > 0;) APP_CHECK(ddp_reducer_grad_ready(b->r, i));
+  }
+  if (b->r) {
+    APP_CHECK(ddp_reducer_finish(b->r));
+    /* Views move once, when the buckets are rebuilt after the first iteration. */
+    for (size_t i = 0; i < b->m.nparams; i++) {
+      void *g = NULL;
+      APP_CHECK(ddp_reducer_grad(b->r, i, &g));
+      mlp_set_grad(&b->m, i, g);
+    }
+  }
+  mlp_sgd(&b->m, b->lr);
+  return 0;
+}
+
+static int create_reducer(bench_t *b, const cfg_t *c) {
+  ddp_param_t p[32];
+  char names[32][32];
+  for (size_t i = 0; i < b->m.nparams; i++) {
+    snprintf(names[i], sizeof names[i], "fc%zu.%s", i / 2, i % 2 ? "bias" : "weight");
+    mlp_set_grad(&b->m, i, NULL);
+    p[i] = (ddp_param_t){.data = b->m.param[i], .count = b->m.count[i], .dtype = DDP_F32,
+                         .mem = DDP_MEM_HOST, .name = names[i], .grad = b->m.grad[i]};
+  }
+  ddp_reducer_opts_t o;
+  APP_CHECK(ddp_reducer_opts_default(&o));
+  o.bucket_cap_mb = c->cap_mb;
+  o.first_bucket_mb = c->first_mb;
+  o.algo = c->algo;
+  o.grad_as_bucket_view = c->views;
+  o.hook = c->hook;
+  APP_CHECK(ddp_reducer_create(&b->comm, p, b->m.nparams, &o, &b->r));
+  if (c->views)
+    for (size_t i = 0; i < b->m.nparams; i++) {
+      void *g = NULL;
+      APP_CHECK(ddp_reducer_grad(b->r, i, &g));
+      mlp_set_grad(&b->m, i, g);
+    }
+  return 0;
+}
+
+/* Compute-only and DDP steps alternate (ABAB), so load from other processes on the machine
+ * shifts both figures alike; each is the mean over --steps, the slowest rank's. */
+static int run_config(bench_t *b, const cfg_t *c, result_t *res) {
+  memset(res, 0, sizeof *res);
+  res->cfg = *c;
+  if (create_reducer(b, c) != 0) return 1;
+  ddp_reducer_t *r = b->r;
+  double sum[2] = {0.0, 0.0};
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int s = -b->warmup; s < b->steps; s++) {
+    double t0 = MPI_Wtime();
+    b->r = NULL; /* compute only, on the same gradient buffers (views: the buckets) */
+    if (step(b, c) != 0) return 1;
+    double t1 = MPI_Wtime();
+    b->r = r;
+    if (step(b, c) != 0) return 1;
+    double t2 = MPI_Wtime();
+    if (s >= 0) sum[0] += t1 - t0, sum[1] += t2 - t1;
+  }
+  double ms = max_over_ranks(sum[1] * 1e3 / b->steps);
+  b->compute_ms = max_over_ranks(sum[0] * 1e3 / b->steps);
+  res->compute_ms = b->compute_ms;
+  ddp_reducer_stats_t s;
+  APP_CHECK(ddp_reducer_stats(b->r, &s));
+  res->step_ms = ms;
+  res->exposed_ms = ms - b->compute_ms;
+  res->comm_ms = max_over_ranks(s.comm_ms_avg);
+  res->hidden = s.hidden_fraction;
+  res->nbuckets = s.nbuckets;
+  res->wire_bytes = s.wire_bytes;
+  res->samples_per_s = (double)b->batch * b->size / (ms / 1e3);
+  res->efficiency = b->compute_ms / ms;
+  const char *name = "?";
+  void *g0 = NULL;
+  APP_CHECK(ddp_reducer_grad(b->r, 0, &g0));
+  ddp_coll_opts_t co;
+  ddp_coll_opts_default(&co);
+  co.algo = c->algo;
+  if (ddp_allreduce_choice(&b->comm, g0, (size_t)(s.bucket_bytes_max / 4), DDP_F32, &co, &name) != DDP_OK)
+    name = "?";
+  snprintf(res->algo_used, sizeof res->algo_used, "%s%s%s%s", c->algo ? "" : "auto(", name, c->algo ? "" : ")", "");
+  APP_CHECK(ddp_reducer_destroy(b->r));
+  b->r = NULL;
+  for (size_t i = 0; i < b->m.nparams; i++) mlp_set_grad(&b->m, i, NULL);
+  return 0;
+}
+
+static const char *hook_name(ddp_hook_t h) {
+  return h == DDP_HOOK_FP16 ? "fp16" : h == DDP_HOOK_BF16 ? "bf16" : "none";
+}
+
+static void print_row(const bench_t *b, const result_t *r) {
+  printf("%-22s %3d %9zu %10.2f %9.2f %7.3f %9.2f %8.2f %6.0f%% %9.0f %4zu %7.1f %-12s %-3s %-3s %s\n",
+         r->cfg.label, b->size, b->m.total, r->compute_ms, r->step_ms, r->efficiency, r->exposed_ms,
+         r->comm_ms, r->hidden * 100.0, r->samples_per_s, r->nbuckets, r->cfg.cap_mb, r->algo_used,
+         r->cfg.overlap ? "on" : "off", r->cfg.views ? "on" : "off", hook_name(r->cfg.hook));
+}
+
+static void json_row(FILE *fp, const bench_t *b, const result_t *r) {
+  fprintf(fp,
+          "{\"config\":\"%s\",\"np\":%d,\"params\":%zu,\"batch\":%d,\"steps\":%d,"
+          "\"compute_only_ms\":%.4f,\"ddp_step_ms\":%.4f,\"efficiency\":%.4f,"
+          "\"exposed_comm_ms\":%.4f,\"comm_ms\":%.4f,\"hidden_fraction\":%.4f,"
+          "\"samples_per_s\":%.1f,\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g,\"nbuckets\":%zu,"
+          "\"wire_bytes\":%zu,\"algo\":\"%s\",\"overlap\":%s,\"views\":%s,\"hook\":\"%s\"}",
+          r->cfg.label, b->size, b->m.total, b->batch, b->steps, r->compute_ms, r->step_ms,
+          r->efficiency, r->exposed_ms, r->comm_ms, r->hidden, r->samples_per_s, r->cfg.cap_mb,
+          r->cfg.first_mb, r->nbuckets, r->wire_bytes, r->algo_used, r->cfg.overlap ? "true" : "false",
+          r->cfg.views ? "true" : "false", hook_name(r->cfg.hook));
+}
+
+int main(int argc, char **argv) {
+  bench_t b;
+  memset(&b, 0, sizeof b);
+  b.steps = 30;
+  b.warmup = 5;
+  b.batch = 64;
+  b.lr = 0.01f;
+  int sizes[] = {784, 2048, 2048, 2048, 10};
+  memcpy(b.sizes, sizes, sizeof sizes);
+  b.nsizes = 5;
+  cfg_t base = {"ddp", 25.0, 1.0, NULL, 1, 1, DDP_HOOK_NONE};
+  const char *json = NULL;
+  int sweep = 0, bad = 0;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int takes = 1;
+    if (!strcmp(a, "--steps") && v) b.steps = atoi(v);
+    else if (!strcmp(a, "--warmup") && v) b.warmup = atoi(v);
+    else if (!strcmp(a, "--batch") && v) b.batch = atoi(v);
+    else if (!strcmp(a, "--layers") && v) bad |= parse_layers(v, b.sizes, &b.nsizes) != 0;
+    else if (!strcmp(a, "--bucket-cap-mb") && v) base.cap_mb = atof(v);
+    else if (!strcmp(a, "--first-bucket-mb") && v) base.first_mb = atof(v);
+    else if (!strcmp(a, "--algo") && v) base.algo = strcmp(v, "auto") ? v : NULL;
+    else if (!strcmp(a, "--hook") && v) {
+      if (!strcmp(v, "fp16")) base.hook = DDP_HOOK_FP16;
+      else if (!strcmp(v, "bf16")) base.hook = DDP_HOOK_BF16;
+      else if (strcmp(v, "none")) bad = 1;
+    } else if (!strcmp(a, "--device") && v) {
+      if (!strcmp(v, "cuda")) b.device_cuda = 1;
+      else if (strcmp(v, "host")) bad = 1;
+    } else if (!strcmp(a, "-J") && v) json = v;
+    else {
+      takes = 0;
+      if (!strcmp(a, "--no-overlap")) base.overlap = 0;
+      else if (!strcmp(a, "--no-views")) base.views = 0;
+      else if (!strcmp(a, "--sweep")) sweep = 1;
+      else bad = 1;
+    }
+    if (bad) {
+      fprintf(stderr, "ddp_bench: bad argument '%s'%s%s\n", a, v && takes ? " " : "", v && takes ? v : "");
+      usage();
+      return 2;
+    }
+    i += takes;
+  }
+  if (b.steps < 1 || b.warmup < 1 || b.batch < 1 || !(base.cap_mb > 0) || !(base.first_mb > 0)) {
+    fprintf(stderr, "ddp_bench: --steps, --warmup, --batch, --bucket-cap-mb and --first-bucket-mb must be positive\n");
+    usage();
+    return 2;
+  }
+  if (b.device_cuda) {
+    fprintf(stderr, "ddp_bench: --device cuda is not available in this build (host only)\n");
+    return 2;
+  }
+  APP_CHECK(ddp_init(&argc, &argv, MPI_COMM_NULL, &b.comm));
+  APP_CHECK(ddp_comm_rank(&b.comm, &b.rank));
+  APP_CHECK(ddp_comm_size(&b.comm, &b.size));
+  openblas_set_num_threads(1);
+  if (mlp_init(&b.m, b.sizes, b.nsizes, b.batch) != 0) {
+    fprintf(stderr, "ddp_bench: cannot build the model (out of memory?)\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  if (b.m.nparams > 32) {
+    fprintf(stderr, "ddp_bench: at most 16 layers\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  mlp_init_params(&b.m, 42);
+  int in = b.sizes[0], classes = b.sizes[b.nsizes - 1];
+  b.x = malloc(sizeof(float) * (size_t)b.batch * (size_t)in);
+  b.labels = malloc(sizeof(int) * (size_t)b.batch);
+  if (!b.x || !b.labels) MPI_Abort(MPI_COMM_WORLD, 1);
+  for (int s = 0; s < b.batch; s++)
+    mlp_synth_sample(7, (uint64_t)b.rank * (uint64_t)b.batch + (uint64_t)s, in, classes,
+                     b.x + (size_t)s * in, &b.labels[s]);
+
+  cfg_t cfgs[16];
+  int ncfg = 0;
+  cfgs[ncfg++] = base;
+  if (sweep) {
+    cfg_t c = base;
+    c.overlap = 0, snprintf(c.label, sizeof c.label, "no-overlap");
+    cfgs[ncfg++] = c;
+    c = base, c.algo = "mpi", snprintf(c.label, sizeof c.label, "algo mpi");
+    cfgs[ncfg++] = c;
+    c = base, c.views = 0, snprintf(c.label, sizeof c.label, "views off");
+    cfgs[ncfg++] = c;
+    double caps[] = {1.0, 5.0, 100.0};
+    for (int k = 0; k < 3; k++) {
+      c = base, c.cap_mb = caps[k];
+      snprintf(c.label, sizeof c.label, "cap %g MB", caps[k]);
+      cfgs[ncfg++] = c;
+    }
+    c = base, c.hook = DDP_HOOK_BF16, snprintf(c.label, sizeof c.label, "bf16 hook");
+    cfgs[ncfg++] = c;
+    c = base, c.hook = DDP_HOOK_FP16, snprintf(c.label, sizeof c.label, "fp16 hook");
+    cfgs[ncfg++] = c;
+  }
+  result_t res[16];
+  for (int k = 0; k < ncfg; k++)
+    if (run_config(&b, &cfgs[k], &res[k]) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+
+  if (b.rank == 0) {
+    char ver[128];
+    ddp_mpi_library_version(ver, sizeof ver);
+    printf("# ddp_bench: W-DDP MLP ");
+    for (int i = 0; i < b.nsizes; i++) printf("%s%d", i ? "-" : "", b.sizes[i]);
+    printf(", %zu parameters (%.1f MB of f32 gradients), per-rank batch %d, SGD, 1 BLAS thread per rank\n",
+           b.m.total, (double)b.m.total * 4 / 1048576.0, b.batch);
+    printf("# np %d, steps %d (+%d warmup), mpiddp %s, %s\n", b.size, b.steps, b.warmup, ddp_version(), ver);
+    printf("# compute_ms: the same steps without communication, alternating with the DDP steps; efficiency = compute_ms / ddp_ms\n");
+    printf("%-22s %3s %9s %10s %9s %7s %9s %8s %7s %9s %4s %7s %-12s %-3s %-3s %s\n", "# config", "np",
+           "params", "compute_ms", "ddp_ms", "effic", "exposed", "comm_ms", "hidden", "samples/s", "bkts",
+           "cap_mb", "algo", "ovl", "vw", "hook");
+    for (int k = 0; k < ncfg; k++) print_row(&b, &res[k]);
+    if (ncfg > 1)
+      for (int k = 1; k < ncfg; k++)
+        printf("# %-20s step time %.2fx of '%s'\n", res[k].cfg.label, res[k].step_ms / res[0].step_ms,
+               res[0].cfg.label);
+    if (json) {
+      FILE *fp = fopen(json, "w");
+      if (!fp) {
+        fprintf(stderr, "ddp_bench: cannot write %s\n", json);
+      } else {
+        if (ncfg == 1) {
+          json_row(fp, &b, &res[0]);
+          fputc('\n', fp);
+        } else {
+          fputs("[\n", fp);
+          for (int k = 0; k < ncfg; k++) {
+            json_row(fp, &b, &res[k]);
+            fputs(k + 1 < ncfg ? ",\n" : "\n", fp);
+          }
+          fputs("]\n", fp);
+        }
+        fclose(fp);
+        printf("# wrote %s\n", json);
+      }
+    }
+  }
+  free(b.x);
+  free(b.labels);
+  mlp_free(&b.m);
+  APP_CHECK(ddp_finalize(&b.comm));
+  return 0;
+}
