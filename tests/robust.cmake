@@ -80,3 +80,9 @@ ddp_add_robust_test(NAME robust_coll_kill_np4 EXE robust_coll NP 4 ARGS kill
 ddp_add_robust_test(NAME robust_coll_ok_np4 EXE robust_coll NP 4 ARGS ok
   EXPECT ok MAXS 60 TIMEOUT 90 LABELS quick robust
   CHECKS --want "robust_coll ok: PASS")
+
+# ---- soak: 20,000 random non-blocking collectives at np 4, exact results, flat RSS ----------
+ddp_add_test_exe(soak soak.c)
+ddp_add_mpi_test(NAME soak_np4 EXE soak NP 4 ARGS 20000 16 12345 LABELS slow robust TIMEOUT 600)
+# A short run of the same program for the quick set (and ASan).
+ddp_add_mpi_test(NAME soak_short_np3 EXE soak NP 3 ARGS 1000 8 777 LABELS quick robust TIMEOUT 120)
