@@ -52,7 +52,7 @@ typedef struct train_model {
   size_t nparams, total;
   float *param[TM_MAX_PARAMS];
   size_t count[TM_MAX_PARAMS];
-  char pname[TM_MAX_PARAMS][16];
+  char pname[TM_MAX_PARAMS][24];
   float *grad[TM_MAX_PARAMS];          /* set by the caller before backward */
   float *param_block;
   int checkpoint;                      /* recompute non-boundary activations in backward */
