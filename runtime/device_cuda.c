@@ -72,7 +72,7 @@ static int cu_is_dev(ddp__device_t *d, const void *ptr, size_t bytes) {
 static ddp_status_t cu_dev_free(ddp__device_t *d, void *ptr) {
   DDP_TRY(bind(d));
   if (!cu_is_dev(d, ptr, 0))
-    return ddp__error(DDP_EINVAL, "ptr %p is not device memory of cuda:%d", ptr, d->c->device);
+    return ddp__error(DDP_EINVAL, "ptr %p is not a live device allocation of cuda:%d", ptr, d->c->device);
   CU(cudaFree(ptr));
   return DDP_OK;
 }
@@ -91,7 +91,7 @@ static ddp_status_t cu_host_alloc(ddp__device_t *d, size_t bytes, void **ptr) {
 static ddp_status_t cu_host_free(ddp__device_t *d, void *ptr) {
   DDP_TRY(bind(d));
   if (mem_type(ptr, NULL) != cudaMemoryTypeHost)
-    return ddp__error(DDP_EINVAL, "ptr %p is not pinned host memory from ddp_host_alloc_pinned", ptr);
+    return ddp__error(DDP_EINVAL, "ptr %p is not a live pinned host allocation (ddp_host_alloc_pinned)", ptr);
   CU(cudaFreeHost(ptr));
   return DDP_OK;
 }

@@ -12,3 +12,13 @@ ddp_add_mpi_test(NAME device_coll_np3 EXE device_coll NP 3 LABELS "emulate;quick
   ENV DDP_DEVICE_EMULATE=1 DDP_STAGING_CHUNK=4K DDP_STAGING_DEPTH=2)
 ddp_add_mpi_test(NAME device_coll_np1 EXE device_coll NP 1 LABELS "emulate;quick" TIMEOUT 120
   ENV DDP_DEVICE_EMULATE=1 DDP_STAGING_CHUNK=4K DDP_STAGING_DEPTH=4)
+# Real-GPU versions of the same programs (exit 77 with the reason when there is no GPU).
+ddp_add_test_exe(gpu_device device_emu.c)
+target_compile_definitions(gpu_device PRIVATE DDP_TEST_GPU=1)
+ddp_add_test_exe(gpu_coll device_coll.c)
+target_compile_definitions(gpu_coll PRIVATE DDP_TEST_GPU=1)
+ddp_add_mpi_test(NAME gpu_device_np1 EXE gpu_device NP 1 LABELS gpu TIMEOUT 120)
+ddp_add_mpi_test(NAME gpu_coll_np1 EXE gpu_coll NP 1 LABELS gpu TIMEOUT 300
+  ENV DDP_STAGING_CHUNK=4K)
+ddp_add_mpi_test(NAME gpu_coll_np2 EXE gpu_coll NP 2 LABELS gpu TIMEOUT 300
+  ENV DDP_STAGING_CHUNK=4K)
