@@ -394,6 +394,8 @@ int main(int argc, char **argv) {
     ddp_reducer_opts_t ro;
     APP_CHECK(ddp_reducer_opts_default(&ro));
     ro.bucket_cap_mb = o.bucket_cap_mb;
+    /* PyTorch's smaller first bucket (1 MB), but never larger than the cap asked for. */
+    if (ro.first_bucket_mb > o.bucket_cap_mb) ro.first_bucket_mb = o.bucket_cap_mb;
     ro.hook = o.hook;
     ro.algo = o.algo;
     APP_CHECK(ddp_reducer_create(&comm, params, m.nparams, &ro, &reducer));
