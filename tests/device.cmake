@@ -22,3 +22,9 @@ ddp_add_mpi_test(NAME gpu_coll_np1 EXE gpu_coll NP 1 LABELS gpu TIMEOUT 300
   ENV DDP_STAGING_CHUNK=4K)
 ddp_add_mpi_test(NAME gpu_coll_np2 EXE gpu_coll NP 2 LABELS gpu TIMEOUT 300
   ENV DDP_STAGING_CHUNK=4K)
+# Benchmark harness: a smoke run on the emulation (every result checked), the real one on a GPU.
+ddp_add_test_exe(gpu_bench gpu_bench.c)
+ddp_add_mpi_test(NAME gpu_bench_emulated_np2 EXE gpu_bench NP 2
+  ARGS --emulate-ok -b 8 -e 1048576 -f 16 -n 3 -A staged,mpi,nccl LABELS "emulate;quick" TIMEOUT 60
+  ENV DDP_DEVICE_EMULATE=1)
+ddp_add_mpi_test(NAME gpu_bench_np1 EXE gpu_bench NP 1 ARGS -e 67108864 -n 5 LABELS gpu TIMEOUT 300)

@@ -1,0 +1,253 @@
+/* Device microbenchmarks for the GPU targets, one table each, JSON beside them:
+ *   copy    device-to-device memcpy, pinned host<->device copies (the rates the targets use);
+ *   kernel  the reduction kernel's memory traffic (2 reads + 1 write) against copy traffic;
+ *   allreduce  f32 sum on device buffers for each transport side by side (staged, mpi, nccl),
+ *           busbw = algbw * 2(n-1)/n as in nccl-tests; every result is checked (#wrong).
+ * usage: gpu_bench [-b min_bytes] [-e max_bytes] [-f factor] [-n iters] [-A staged,mpi,nccl]
+ *                  [-o out.json] [--emulate-ok]
+ * Without a CUDA device it exits 77, unless --emulate-ok (then it runs on the emulation, for a
+ * smoke test of the harness: numbers there are host memcpy speeds, not a GPU's). */
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ddp_test.h"
+
+static ddp_comm_t comm;
+static int rank, size;
+static FILE *json;
+static int json_first = 1;
+
+static double now(void) { return MPI_Wtime(); }
+
+static void json_row(const char *table, const char *fields) {
+  if (!json) return;
+  fprintf(json, "%s\n  {\"table\":\"%s\",%s}", json_first ? "" : ",", table, fields);
+  json_first = 0;
+}
+
+/* Mean seconds per call of fn over iters after 2 warm-up calls; the max over ranks. */
+typedef ddp_status_t (*op_fn)(void *arg);
+static double time_it(op_fn fn, void *arg, int iters, ddp_status_t *st) {
+  *st = DDP_OK;
+  for (int i = 0; i < 2 && *st == DDP_OK; i++) *st = fn(arg);
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = now();
+  for (int i = 0; i < iters && *st == DDP_OK; i++) *st = fn(arg);
+  double t = (now() - t0) / iters, tmax = t;
+  MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return tmax;
+}
+
+typedef struct {
+  void *dst;
+  const void *src;
+  size_t bytes;
+  ddp_stream_t s;
+} copy_arg_t;
+
+static ddp_status_t do_copy(void *arg) {
+  copy_arg_t *a = arg;
+  ddp_status_t st = ddp_memcpy_async(&comm, a->dst, a->src, a->bytes, a->s);
+  return st == DDP_OK ? ddp_stream_synchronize(&comm, a->s) : st;
+}
+
+static ddp_status_t do_reduce(void *arg) {
+  copy_arg_t *a = arg;
+  ddp_status_t st = ddp_device_reduce_async(&comm, a->dst, a->src, a->bytes / 4, DDP_F32, DDP_SUM, a->s);
+  return st == DDP_OK ? ddp_stream_synchronize(&comm, a->s) : st;
+}
+
+typedef struct {
+  float *d;
+  size_t count;
+} ar_arg_t;
+
+static ddp_status_t do_allreduce(void *arg) {
+  ar_arg_t *a = arg;
+  ddp_coll_opts_t o;
+  ddp_coll_opts_default(&o);
+  o.mem = DDP_MEM_CUDA;
+  return ddp_allreduce(&comm, DDP_IN_PLACE, a->d, a->count, DDP_F32, DDP_SUM, &o);
+}
+
+static int iters_for(size_t bytes, int base) {
+  if (bytes >= ((size_t)256 << 20)) return base > 5 ? 5 : base;
+  if (bytes >= ((size_t)16 << 20)) return base > 10 ? 10 : base;
+  return base;
+}
+
+static void bench_copy(size_t maxb, int iters) {
+  size_t sizes[] = {(size_t)1 << 20, (size_t)64 << 20, (size_t)256 << 20, (size_t)1 << 30};
+  ddp_stream_t s;
+  CHECK_OK(ddp_stream_create(&comm, &s));
+  if (rank == 0)
+    printf("# copy and kernel rates (rank 0's view; every rank runs them at once)\n"
+           "# %12s %12s %12s %12s %12s %12s %10s\n", "bytes", "d2d GB/s", "h2d GB/s",
+           "d2h GB/s", "copy traffic", "reduce traffic", "red/copy");
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t b = sizes[k];
+    if (b > maxb) break;
+    void *d1 = NULL, *d2 = NULL, *h = NULL;
+    if (ddp_device_malloc(&comm, b, &d1) != DDP_OK || ddp_device_malloc(&comm, b, &d2) != DDP_OK ||
+        ddp_host_alloc_pinned(&comm, b, &h) != DDP_OK) {
+      if (rank == 0) printf("# %zu bytes: allocation failed (%s)\n", b, ddp_last_error());
+      ddp_device_free(&comm, d1), ddp_device_free(&comm, d2), ddp_host_free_pinned(&comm, h);
+      break;
+    }
+    memset(h, 0, b);
+    CHECK_OK(ddp_memset_async(&comm, d1, 0, b, s));
+    CHECK_OK(ddp_memset_async(&comm, d2, 0, b, s));
+    int it = iters_for(b, iters);
+    ddp_status_t st;
+    copy_arg_t a = {d2, d1, b, s};
+    double t_d2d = time_it(do_copy, &a, it, &st);
+    CHECK_OK(st);
+    a = (copy_arg_t){d1, h, b, s};
+    double t_h2d = time_it(do_copy, &a, it, &st);
+    CHECK_OK(st);
+    a = (copy_arg_t){h, d1, b, s};
+    double t_d2h = time_it(do_copy, &a, it, &st);
+    CHECK_OK(st);
+    a = (copy_arg_t){d2, d1, b, s};
+    double t_red = time_it(do_reduce, &a, it, &st);
+    CHECK_OK(st);
+    double copy_traffic = 2.0 * (double)b / t_d2d / 1e9, red_traffic = 3.0 * (double)b / t_red / 1e9;
+    if (rank == 0) {
+      printf("  %12zu %12.2f %12.2f %12.2f %12.2f %12.2f %9.0f%%\n", b, (double)b / t_d2d / 1e9,
+             (double)b / t_h2d / 1e9, (double)b / t_d2h / 1e9, copy_traffic, red_traffic,
+             100.0 * red_traffic / copy_traffic);
+      char f[256];
+      snprintf(f, sizeof f,
+               "\"bytes\":%zu,\"d2d_gbs\":%.3f,\"h2d_gbs\":%.3f,\"d2h_gbs\":%.3f,"
+               "\"copy_traffic_gbs\":%.3f,\"reduce_traffic_gbs\":%.3f",
+               b, (double)b / t_d2d / 1e9, (double)b / t_h2d / 1e9, (double)b / t_d2h / 1e9,
+               copy_traffic, red_traffic);
+      json_row("copy", f);
+    }
+    ddp_device_free(&comm, d1), ddp_device_free(&comm, d2), ddp_host_free_pinned(&comm, h);
+  }
+  CHECK_OK(ddp_stream_destroy(&comm, s));
+}
+
+static void bench_allreduce(size_t minb, size_t maxb, size_t factor, int iters, char *list) {
+  const char *tps[3];
+  int ntp = 0;
+  for (char *tok = strtok(list, ","); tok && ntp < 3; tok = strtok(NULL, ",")) {
+    if (ddp_device_set_transport(&comm, tok) != DDP_OK) {
+      if (rank == 0) printf("# transport %s skipped: %s\n", tok, ddp_last_error());
+      continue;
+    }
+    tps[ntp++] = tok;
+  }
+  if (ntp == 0) return;
+  if (rank == 0) {
+    printf("# allreduce f32 sum in place on device buffers, np=%d; time in us, bw in GB/s\n# %12s %10s", size,
+           "bytes", "count");
+    for (int k = 0; k < ntp; k++) printf(" | %-6s %9s %8s %8s %6s", tps[k], "time", "algbw", "busbw", "#wrong");
+    printf("\n");
+  }
+  size_t maxcount = maxb / 4 ? maxb / 4 : 1;
+  float *d = NULL, *h = malloc(maxcount * 4);
+  if (ddp_device_malloc(&comm, maxcount * 4, (void **)&d) != DDP_OK) {
+    if (rank == 0) printf("# cannot allocate %zu bytes: %s\n", maxcount * 4, ddp_last_error());
+    CHECK(0, "allocation of the allreduce buffer failed");
+    free(h);
+    return;
+  }
+  for (size_t b = minb; b <= maxb; b *= factor) {
+    size_t count = b / 4 ? b / 4 : 1;
+    if (rank == 0) printf("  %12zu %10zu", count * 4, count);
+    for (int k = 0; k < ntp; k++) {
+      CHECK_OK(ddp_device_set_transport(&comm, tps[k]));
+      /* one checked call: rank r contributes r+1 everywhere */
+      for (size_t i = 0; i < count; i++) h[i] = (float)(rank + 1);
+      CHECK_OK(ddp_memcpy_async(&comm, d, h, count * 4, NULL));
+      CHECK_OK(ddp_stream_synchronize(&comm, NULL));
+      ar_arg_t a = {d, count};
+      CHECK_OK(do_allreduce(&a));
+      CHECK_OK(ddp_memcpy_async(&comm, h, d, count * 4, NULL));
+      CHECK_OK(ddp_stream_synchronize(&comm, NULL));
+      long wrong = 0;
+      float want = (float)size * (float)(size + 1) / 2;
+      for (size_t i = 0; i < count; i++) wrong += h[i] != want;
+      CHECK(wrong == 0, "allreduce %s %zu bytes: %ld wrong", tps[k], count * 4, wrong);
+      ddp_status_t st;
+      double t = time_it(do_allreduce, &a, iters_for(b, iters), &st);
+      CHECK_OK(st);
+      double algbw = (double)count * 4 / t / 1e9, busbw = algbw * 2.0 * (size - 1) / size;
+      if (rank == 0) {
+        printf(" | %-6s %9.1f %8.2f %8.2f %6ld", tps[k], t * 1e6, algbw, busbw, wrong);
+        char f[256];
+        snprintf(f, sizeof f,
+                 "\"transport\":\"%s\",\"np\":%d,\"bytes\":%zu,\"time_us\":%.2f,\"algbw_gbs\":%.4f,"
+                 "\"busbw_gbs\":%.4f,\"wrong\":%ld",
+                 tps[k], size, count * 4, t * 1e6, algbw, busbw, wrong);
+        json_row("allreduce", f);
+      }
+    }
+    if (rank == 0) printf("\n");
+    if (b > SIZE_MAX / factor) break;
+  }
+  ddp_device_free(&comm, d);
+  free(h);
+}
+
+int main(int argc, char **argv) {
+  size_t minb = 8, maxb = (size_t)1 << 30, factor = 4;
+  int iters = 20, emulate_ok = 0;
+  char list[64] = "staged,mpi,nccl";
+  const char *out = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-b") && i + 1 < argc) minb = strtoull(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "-e") && i + 1 < argc) maxb = strtoull(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "-f") && i + 1 < argc) factor = strtoull(argv[++i], NULL, 0);
+    else if (!strcmp(argv[i], "-n") && i + 1 < argc) iters = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "-A") && i + 1 < argc) snprintf(list, sizeof list, "%s", argv[++i]);
+    else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+    else if (!strcmp(argv[i], "--emulate-ok")) emulate_ok = 1;
+    else {
+      fprintf(stderr, "gpu_bench: unknown argument '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+  if (minb == 0 || factor < 2 || maxb < minb || iters < 1) {
+    fprintf(stderr, "gpu_bench: need -b >= 1, -f >= 2, -e >= -b, -n >= 1\n");
+    return 2;
+  }
+  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
+    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
+    return 1;
+  }
+  ddp_comm_rank(&comm, &rank);
+  ddp_comm_size(&comm, &size);
+  char desc[128];
+  ddp_device_describe(&comm, desc, sizeof desc);
+  ddp_device_kind_t kind = ddp_device_kind(&comm);
+  if (kind != DDP_DEVICE_CUDA && !(emulate_ok && kind == DDP_DEVICE_EMULATED)) {
+    if (rank == 0) printf("gpu_bench: SKIP: no CUDA device (device: %s)\n", desc);
+    ddp_finalize(&comm);
+    return 77;
+  }
+  ddp_comm_info_t info;
+  ddp_comm_info(&comm, &info);
+  if (rank == 0) {
+    char lib[256] = "";
+    ddp_mpi_library_version(lib, sizeof lib);
+    char *nl = strchr(lib, '\n');
+    if (nl) *nl = '\0';
+    printf("# gpu_bench: np=%d, device %s, cuda_aware=%d (%s), nccl built=%d\n# MPI: %s\n", size,
+           desc, info.cuda_aware, info.cuda_aware_reason, info.nccl, lib);
+    if (out && !(json = fopen(out, "w"))) fprintf(stderr, "gpu_bench: cannot write %s\n", out);
+    if (json) fprintf(json, "{\"np\":%d,\"device\":\"%s\",\"cuda_aware\":%d,\"rows\":[", size, desc, info.cuda_aware);
+  }
+  bench_copy(maxb, iters);
+  bench_allreduce(minb, maxb, factor, iters, list);
+  if (json) {
+    fprintf(json, "\n]}\n");
+    fclose(json);
+  }
+  int rc = ddp_test_finish("gpu_bench");
+  ddp_finalize(&comm);
+  return rc;
+}
