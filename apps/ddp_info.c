@@ -63,8 +63,10 @@ int main(int argc, char **argv) {
     else
       printf("   (%d ranks: per-rank table shown for up to 64)\n", info.size);
   }
-  if (MPI_Barrier(world) != MPI_SUCCESS) {
-    fprintf(stderr, "ddp_info: barrier failed\n");
+  /* The library's own barrier: it exercises the collectives layer and its progress engine. */
+  ddp_status_t bst = ddp_barrier(&comm);
+  if (bst != DDP_OK) {
+    fprintf(stderr, "ddp_info: barrier failed: %s\n", ddp_last_error());
     return 1;
   }
   if (info.rank == 0) printf("# init and barrier: OK\n");

@@ -24,13 +24,17 @@ static const char *thread_level_name(int level) {
 }
 
 /* Every rank learns whether any rank failed, so no rank walks into the next collective
- * alone. Returns the local status, or DDP_EMISMATCH naming the failure elsewhere. */
+ * alone. Returns the local status, or the failing rank's status naming the failure elsewhere. */
 static ddp_status_t agree(MPI_Comm comm, ddp_status_t st, const char *phase) {
-  int mine = (st != DDP_OK), any = 0;
-  int rc = MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm);
-  if (rc != MPI_SUCCESS) return ddp__mpi_error(rc, "MPI_Allreduce (init agreement)");
+  /* Status codes are negative: the minimum is a failure whenever any rank failed, so every
+   * rank returns the same code (a refused destroy is DDP_EBUSY everywhere, not a mix). */
+  int mine = (int)st, worst = 0;
+  int rc = MPI_Allreduce(&mine, &worst, 1, MPI_INT, MPI_MIN, comm);
+  if (rc != MPI_SUCCESS) return ddp__mpi_error(rc, "MPI_Allreduce (agreement)");
   if (st != DDP_OK) return st;
-  if (any) return ddp__error(DDP_EMISMATCH, "%s failed on another rank (see its message)", phase);
+  if (worst != DDP_OK)
+    return ddp__error((ddp_status_t)worst, "%s failed on another rank: %s (see that rank's message)",
+                      phase, ddp_strerror((ddp_status_t)worst));
   return DDP_OK;
 }
 
@@ -236,7 +240,7 @@ ddp_status_t ddp_finalize(ddp_comm_t *comm) {
   DDP_TRY(ddp__comm_get(comm, "comm", &c));
   int owned = c->mpi_owned;
   ddp_status_t st = ddp_comm_destroy(comm);
-  if (st == DDP_EBUSY || st == DDP_EMISMATCH) return st;
+  if (comm->magic_ != DDP__COMM_CLOSED) return st; /* refused: nothing was destroyed */
   if (owned) {
     int fin = 0;
     MPI_Finalized(&fin);

@@ -18,3 +18,8 @@ set_tests_properties(timeline_json_np2 PROPERTIES TIMEOUT 60 LABELS quick ENVIRO
 add_test(NAME install_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/install_check.sh
   ${PROJECT_BINARY_DIR} ${DDP_MPIEXEC})
 set_tests_properties(install_np2 PROPERTIES TIMEOUT 180 LABELS install ENVIRONMENT "${DDP_TEST_ENV}")
+
+# EBUSY: a pending request or a live reducer keeps the communicator alive on every rank.
+ddp_add_test_exe(comm_busy comm_busy.c)
+ddp_add_mpi_test(NAME comm_busy_np1 EXE comm_busy NP 1 LABELS quick TIMEOUT 60)
+ddp_add_mpi_test(NAME comm_busy_np3 EXE comm_busy NP 3 LABELS quick TIMEOUT 60)
