@@ -1,0 +1,647 @@
+/* allreduce_bench: the nccl-tests of mpiddp. Sweeps message sizes for one collective, runs
+ * several algorithms side by side in the same job (and Open MPI's own call as "raw"), prints
+ * nccl-tests style tables (time, algbw, busbw, #wrong for out-of-place and in-place), a
+ * comparison table against `mpi`, and optionally JSON records.
+ *
+ *   mpirun -np 2 allreduce_bench -b 8 -e 64M -f 4 -A mpi,auto -M shared -J out.json
+ *
+ * Flags (as nccl-tests where they exist):
+ *   -b SIZE  smallest size in bytes (K/M/G suffixes), default 8
+ *   -e SIZE  largest size, default 64M
+ *   -f N     multiplication factor between sizes, default 4
+ *   -n N     timed iterations per size, default 20 (fewer for large sizes, see -t)
+ *   -w N     warm-up iterations, default 5
+ *   -c 0|1   check every result (default 1)
+ *   -d TYPE  f32 f64 f16 bf16 i32 i64 u8 (default f32)
+ *   -o OP    sum avg min max prod (default sum)
+ *   -C COLL  allreduce | broadcast | allgather | reducescatter (default allreduce)
+ *   -A LIST  algorithms, comma separated: raw (MPI's own call, no mpiddp), mpi, ring, rhd,
+ *            shm, hier, auto; default: raw,mpi,ring,rhd,shm,hier,auto (those that can run).
+ *            Collectives other than allreduce accept raw and mpi (mpiddp's call).
+ *   -M MEM   host (malloc), shared (ddp_alloc: node-shared pool), cuda (device buffers)
+ *   -t SEC   time budget per size and algorithm for the timed loop (default 2.0 s)
+ *   -J FILE  JSON records (also --json FILE)
+ * Exit status 1 if any result was wrong. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ddp.h"
+
+enum { C_ALLREDUCE, C_BROADCAST, C_ALLGATHER, C_REDUCESCATTER };
+static const char *const coll_names[] = {"allreduce", "broadcast", "allgather", "reducescatter"};
+enum { M_HOST, M_SHARED, M_CUDA };
+
+typedef struct {
+  size_t minb, maxb;
+  double factor;
+  int iters, warmup, check;
+  ddp_dtype_t dtype;
+  ddp_op_t op;
+  int coll, mem;
+  char algos[256];
+  double budget;
+  const char *json;
+} args_t;
+
+typedef struct {
+  char algo[16];
+  size_t bytes, count;
+  int inplace;
+  double time_us, algbw, busbw;
+  long wrong;
+} rec_t;
+
+static int rank_, size_;
+static ddp_comm_t comm_;
+static MPI_Comm raw_comm;
+
+static int parse_size(const char *s, size_t *out) {
+  char *end = NULL;
+  double v = strtod(s, &end);
+  if (end == s || v < 0) return -1;
+  switch (*end) {
+    case 'k': case 'K': v *= 1024; end++; break;
+    case 'm': case 'M': v *= 1024 * 1024; end++; break;
+    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
+    default: break;
+  }
+  if (*end == 'B' || *end == 'b') end++;
+  if (*end) return -1;
+  *out = (size_t)v;
+  return 0;
+}
+
+static void usage(void) {
+  if (rank_ == 0)
+    fprintf(stderr, "usage: allreduce_bench [-b min] [-e max] [-f factor] [-n iters] [-w warmup] "
+                    "[-c 0|1] [-d dtype] [-o op] [-C allreduce|broadcast|allgather|reducescatter] "
+                    "[-A algo,...] [-M host|shared|cuda] [-t seconds] [-J file.json]\n");
+}
+
+static int parse_args(int argc, char **argv, args_t *a) {
+  a->minb = 8;
+  a->maxb = (size_t)64 << 20;
+  a->factor = 4;
+  a->iters = 20;
+  a->warmup = 5;
+  a->check = 1;
+  a->dtype = DDP_F32;
+  a->op = DDP_SUM;
+  a->coll = C_ALLREDUCE;
+  a->mem = M_HOST;
+  a->algos[0] = '\0';
+  a->budget = 2.0;
+  a->json = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(f, "-h") || !strcmp(f, "--help")) return usage(), -2;
+    if (!v) {
+      if (rank_ == 0) fprintf(stderr, "allreduce_bench: %s needs a value\n", f);
+      return -1;
+    }
+    i++;
+    int bad = 0;
+    if (!strcmp(f, "-b")) bad = parse_size(v, &a->minb);
+    else if (!strcmp(f, "-e")) bad = parse_size(v, &a->maxb);
+    else if (!strcmp(f, "-f")) bad = (a->factor = atof(v)) < 1.0001;
+    else if (!strcmp(f, "-n")) bad = (a->iters = atoi(v)) < 1;
+    else if (!strcmp(f, "-w")) bad = (a->warmup = atoi(v)) < 0;
+    else if (!strcmp(f, "-c")) a->check = atoi(v) != 0;
+    else if (!strcmp(f, "-t")) bad = (a->budget = atof(v)) <= 0;
+    else if (!strcmp(f, "-d")) bad = ddp_dtype_parse(v, &a->dtype) != DDP_OK;
+    else if (!strcmp(f, "-o")) bad = ddp_op_parse(v, &a->op) != DDP_OK;
+    else if (!strcmp(f, "-A")) bad = snprintf(a->algos, sizeof a->algos, "%s", v) >= (int)sizeof a->algos;
+    else if (!strcmp(f, "-J") || !strcmp(f, "--json")) a->json = v;
+    else if (!strcmp(f, "-C")) {
+      a->coll = -1;
+      for (int k = 0; k < 4; k++)
+        if (!strcmp(v, coll_names[k])) a->coll = k;
+      if (!strcmp(v, "reduce_scatter")) a->coll = C_REDUCESCATTER;
+      bad = a->coll < 0;
+    } else if (!strcmp(f, "-M")) {
+      if (!strcmp(v, "host")) a->mem = M_HOST;
+      else if (!strcmp(v, "shared")) a->mem = M_SHARED;
+      else if (!strcmp(v, "cuda")) a->mem = M_CUDA;
+      else bad = 1;
+    } else {
+      if (rank_ == 0) fprintf(stderr, "allreduce_bench: unknown flag %s\n", f);
+      usage();
+      return -1;
+    }
+    if (bad) {
+      if (rank_ == 0) fprintf(stderr, "allreduce_bench: bad value '%s' for %s\n", v, f);
+      return -1;
+    }
+  }
+  if (a->minb > a->maxb) {
+    if (rank_ == 0) fprintf(stderr, "allreduce_bench: -b %zu is above -e %zu\n", a->minb, a->maxb);
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- data ---------------------------------------------------------------------------------- */
+static int64_t val(int r, size_t i, ddp_op_t op, ddp_dtype_t dt) {
+  int64_t k = (int64_t)((size_t)r * 5 + i * 3);
+  if (op == DDP_PROD) return 1 + (int64_t)(((size_t)r + i) % 2);
+  if (op == DDP_MIN || op == DDP_MAX) return dt == DDP_U8 ? k % 11 : k % 11 - 5;
+  return dt == DDP_U8 ? k % 7 : k % 7 - 3;
+}
+
+static uint16_t f32_to_half(float f, int bf16) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if (bf16) return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+  _Float16 h = (_Float16)f;
+  uint16_t o;
+  memcpy(&o, &h, 2);
+  return o;
+}
+
+static double half_to_f64(uint16_t h, int bf16) {
+  if (bf16) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+  }
+  _Float16 x;
+  memcpy(&x, &h, 2);
+  return (double)x;
+}
+
+static void set_el(void *b, ddp_dtype_t dt, size_t i, double v) {
+  switch (dt) {
+    case DDP_F32: ((float *)b)[i] = (float)v; break;
+    case DDP_F64: ((double *)b)[i] = v; break;
+    case DDP_F16: ((uint16_t *)b)[i] = f32_to_half((float)v, 0); break;
+    case DDP_BF16: ((uint16_t *)b)[i] = f32_to_half((float)v, 1); break;
+    case DDP_I32: ((int32_t *)b)[i] = (int32_t)v; break;
+    case DDP_I64: ((int64_t *)b)[i] = (int64_t)v; break;
+    default: ((uint8_t *)b)[i] = (uint8_t)(int64_t)v; break;
+  }
+}
+
+static double get_el(const void *b, ddp_dtype_t dt, size_t i) {
+  switch (dt) {
+    case DDP_F32: return ((const float *)b)[i];
+    case DDP_F64: return ((const double *)b)[i];
+    case DDP_F16: return half_to_f64(((const uint16_t *)b)[i], 0);
+    case DDP_BF16: return half_to_f64(((const uint16_t *)b)[i], 1);
+    case DDP_I32: return ((const int32_t *)b)[i];
+    case DDP_I64: return (double)((const int64_t *)b)[i];
+    default: return ((const uint8_t *)b)[i];
+  }
+}
+
+/* Expected element i of the reduction over all ranks. Returns the tolerance in *tol. */
+static double expect(size_t i, ddp_op_t op, ddp_dtype_t dt, double *tol) {
+  int64_t acc = val(0, i, op, dt);
+  for (int r = 1; r < size_; r++) {
+    int64_t v = val(r, i, op, dt);
+    if (op == DDP_MIN) acc = v < acc ? v : acc;
+    else if (op == DDP_MAX) acc = v > acc ? v : acc;
+    else if (op == DDP_PROD) acc *= v;
+    else acc += v;
+  }
+  if (dt == DDP_U8) acc &= 0xff;
+  *tol = 0;
+  if (op != DDP_AVG) return (double)acc;
+  switch (dt) {
+    case DDP_I32: case DDP_I64: return (double)(acc / size_);
+    case DDP_U8: return (double)((uint64_t)acc / (uint64_t)size_);
+    case DDP_F32: return (double)((float)acc / (float)size_);
+    case DDP_F64: return (double)acc / size_;
+    default: *tol = 0.01 * fabs((double)acc / size_) + 1e-3; return (double)acc / size_;
+  }
+}
+
+/* ---- buffers -------------------------------------------------------------------------------- */
+typedef struct {
+  void *send, *recv; /* where the collective runs (host, pool or device) */
+  void *hs, *hr;     /* host copies for filling and checking (== send/recv unless cuda) */
+  size_t sbytes, rbytes;
+} bufs_t;
+
+static int to_dev(const args_t *a, void *dst, const void *src, size_t n) {
+  if (a->mem != M_CUDA || dst == src || n == 0) return 0;
+  if (ddp_memcpy_async(&comm_, dst, src, n, NULL) != DDP_OK) return -1;
+  return ddp_stream_synchronize(&comm_, NULL) == DDP_OK ? 0 : -1;
+}
+
+/* ---- one measurement ------------------------------------------------------------------------ */
+static ddp_status_t run_once(const args_t *a, const char *algo, bufs_t *b, size_t count,
+                             int inplace) {
+  ddp_coll_opts_t o;
+  ddp_coll_opts_default(&o);
+  o.algo = algo;
+  o.mem = a->mem == M_CUDA ? DDP_MEM_CUDA : DDP_MEM_HOST;
+  int raw = !strcmp(algo, "raw");
+  size_t es = ddp_dtype_size(a->dtype);
+  MPI_Datatype mt = a->dtype == DDP_F32 ? MPI_FLOAT : a->dtype == DDP_F64 ? MPI_DOUBLE
+                    : a->dtype == DDP_I32 ? MPI_INT32_T : a->dtype == DDP_I64 ? MPI_INT64_T
+                                                                             : MPI_UINT8_T;
+  MPI_Op mo = a->op == DDP_MIN ? MPI_MIN : a->op == DDP_MAX ? MPI_MAX
+              : a->op == DDP_PROD ? MPI_PROD : MPI_SUM;
+  switch (a->coll) {
+    case C_ALLREDUCE:
+      if (raw)
+        return MPI_Allreduce(inplace ? MPI_IN_PLACE : b->send, b->recv, (int)count, mt, mo,
+                             raw_comm) == MPI_SUCCESS ? DDP_OK : DDP_EMPI;
+      return ddp_allreduce(&comm_, inplace ? DDP_IN_PLACE : b->send, b->recv, count, a->dtype,
+                           a->op, &o);
+    case C_BROADCAST:
+      if (raw)
+        return MPI_Bcast(b->recv, (int)(count * es), MPI_BYTE, 0, raw_comm) == MPI_SUCCESS ? DDP_OK : DDP_EMPI;
+      return ddp_broadcast(&comm_, b->recv, count, a->dtype, 0, &o);
+    case C_ALLGATHER: {
+      void *mine = (char *)b->recv + (size_t)rank_ * count * es;
+      if (raw)
+        return MPI_Allgather(inplace ? MPI_IN_PLACE : b->send, (int)(count * es), MPI_BYTE,
+                             b->recv, (int)(count * es), MPI_BYTE, raw_comm) == MPI_SUCCESS ? DDP_OK : DDP_EMPI;
+      return ddp_allgather(&comm_, inplace ? mine : b->send, b->recv, count, a->dtype, &o);
+    }
+    default:
+      if (raw)
+        return MPI_Reduce_scatter_block(inplace ? MPI_IN_PLACE : b->send, b->recv, (int)count, mt,
+                                        mo, raw_comm) == MPI_SUCCESS ? DDP_OK : DDP_EMPI;
+      return ddp_reduce_scatter(&comm_, inplace ? DDP_IN_PLACE : b->send, b->recv, count, a->dtype,
+                                a->op, &o);
+  }
+}
+
+/* Fills inputs, runs once, counts wrong elements on this rank. -1 on a call failure. */
+static long check_once(const args_t *a, const char *algo, bufs_t *b, size_t count, int inplace) {
+  size_t es = ddp_dtype_size(a->dtype), p = (size_t)size_;
+  ddp_op_t op = a->op;
+  long wrong = 0;
+  double tol = 0;
+  switch (a->coll) {
+    case C_ALLREDUCE: {
+      void *in = inplace ? b->hr : b->hs;
+      for (size_t i = 0; i < count; i++) set_el(in, a->dtype, i, (double)val(rank_, i, op, a->dtype));
+      if (!inplace) memset(b->hr, 0, count * es);
+      if (to_dev(a, inplace ? b->recv : b->send, in, count * es)) return -1;
+      if (run_once(a, algo, b, count, inplace) != DDP_OK) return -1;
+      if (a->mem == M_CUDA && ddp_memcpy_async(&comm_, b->hr, b->recv, count * es, NULL) == DDP_OK)
+        ddp_stream_synchronize(&comm_, NULL);
+      for (size_t i = 0; i < count; i++) {
+        double want = expect(i, op, a->dtype, &tol), got = get_el(b->hr, a->dtype, i);
+        if (tol ? fabs(got - want) > tol : got != want) wrong++;
+      }
+      break;
+    }
+    case C_BROADCAST:
+      for (size_t i = 0; i < count; i++) set_el(b->hr, a->dtype, i, rank_ == 0 ? (double)(i % 97) : -1.0);
+      if (to_dev(a, b->recv, b->hr, count * es)) return -1;
+      if (run_once(a, algo, b, count, 1) != DDP_OK) return -1;
+      if (a->mem == M_CUDA && ddp_memcpy_async(&comm_, b->hr, b->recv, count * es, NULL) == DDP_OK)
+        ddp_stream_synchronize(&comm_, NULL);
+      for (size_t i = 0; i < count; i++) wrong += get_el(b->hr, a->dtype, i) != (double)(i % 97);
+      break;
+    case C_ALLGATHER: {
+      char *mine = (char *)b->hr + (size_t)rank_ * count * es;
+      void *in = inplace ? (void *)mine : b->hs;
+      for (size_t i = 0; i < count; i++) set_el(in, a->dtype, i, (double)((size_t)rank_ * 7 + i % 89));
+      if (to_dev(a, inplace ? (char *)b->recv + (size_t)rank_ * count * es : b->send, in, count * es))
+        return -1;
+      if (run_once(a, algo, b, count, inplace) != DDP_OK) return -1;
+      if (a->mem == M_CUDA && ddp_memcpy_async(&comm_, b->hr, b->recv, count * es * p, NULL) == DDP_OK)
+        ddp_stream_synchronize(&comm_, NULL);
+      for (size_t q = 0; q < p; q++)
+        for (size_t i = 0; i < count; i++)
+          wrong += get_el(b->hr, a->dtype, q * count + i) != (double)(q * 7 + i % 89);
+      break;
+    }
+    default: {
+      void *in = inplace ? b->hr : b->hs;
+      for (size_t i = 0; i < count * p; i++) set_el(in, a->dtype, i, (double)val(rank_, i, op, a->dtype));
+      if (to_dev(a, inplace ? b->recv : b->send, in, count * p * es)) return -1;
+      if (run_once(a, algo, b, count, inplace) != DDP_OK) return -1;
+      if (a->mem == M_CUDA && ddp_memcpy_async(&comm_, b->hr, b->recv, count * es, NULL) == DDP_OK)
+        ddp_stream_synchronize(&comm_, NULL);
+      for (size_t i = 0; i < count; i++) {
+        double want = expect((size_t)rank_ * count + i, op, a->dtype, &tol), got = get_el(b->hr, a->dtype, i);
+        if (tol ? fabs(got - want) > tol : got != want) wrong++;
+      }
+      break;
+    }
+  }
+  return wrong;
+}
+
+static double busbw_factor(int coll) {
+  double n = size_;
+  switch (coll) {
+    case C_ALLREDUCE: return 2 * (n - 1) / n;
+    case C_BROADCAST: return 1;
+    default: return (n - 1) / n;
+  }
+}
+
+/* Elements per rank-call for `bytes` of the nccl-tests "size" column. */
+static size_t count_for(const args_t *a, size_t bytes) {
+  size_t es = ddp_dtype_size(a->dtype);
+  if (a->coll == C_ALLGATHER || a->coll == C_REDUCESCATTER) return bytes / es / (size_t)size_;
+  return bytes / es;
+}
+
+static int measure(const args_t *a, const char *algo, bufs_t *b, size_t bytes, int inplace,
+                   rec_t *out) {
+  size_t count = count_for(a, bytes);
+  memset(out, 0, sizeof *out);
+  snprintf(out->algo, sizeof out->algo, "%.15s", algo);
+  out->bytes = bytes;
+  out->count = a->coll == C_ALLGATHER || a->coll == C_REDUCESCATTER ? count * (size_t)size_ : count;
+  out->inplace = inplace;
+  int fail = 0;
+  for (int i = 0; i < a->warmup && !fail; i++) fail = run_once(a, algo, b, count, inplace) != DDP_OK;
+  /* Iterations: -n, fewer if one call already takes a large part of the budget. */
+  int iters = a->iters;
+  double t1 = MPI_Wtime();
+  if (!fail) fail = run_once(a, algo, b, count, inplace) != DDP_OK;
+  double one = MPI_Wtime() - t1, onemax = 0;
+  MPI_Allreduce(&one, &onemax, 1, MPI_DOUBLE, MPI_MAX, raw_comm);
+  if (onemax * iters > a->budget) iters = (int)(a->budget / (onemax > 0 ? onemax : 1)) + 1;
+  MPI_Barrier(raw_comm);
+  double t0 = MPI_Wtime();
+  for (int i = 0; i < iters && !fail; i++) fail = run_once(a, algo, b, count, inplace) != DDP_OK;
+  double dt = (MPI_Wtime() - t0) / iters, dtmax = 0;
+  MPI_Allreduce(&dt, &dtmax, 1, MPI_DOUBLE, MPI_MAX, raw_comm);
+  long wrong = 0;
+  if (a->check && !fail) {
+    wrong = check_once(a, algo, b, count, inplace);
+    if (wrong < 0) fail = 1, wrong = 0;
+  }
+  int anyfail = 0;
+  MPI_Allreduce(&fail, &anyfail, 1, MPI_INT, MPI_MAX, raw_comm);
+  long allwrong = 0;
+  MPI_Allreduce(&wrong, &allwrong, 1, MPI_LONG, MPI_SUM, raw_comm);
+  if (anyfail) {
+    if (fail) fprintf(stderr, "[rank %d] %s %zu bytes: %s\n", rank_, algo, bytes, ddp_last_error());
+    return -1;
+  }
+  out->time_us = dtmax * 1e6;
+  out->algbw = dtmax > 0 ? (double)bytes / dtmax / 1e9 : 0;
+  out->busbw = out->algbw * busbw_factor(a->coll);
+  out->wrong = a->check ? allwrong : -1;
+  return 0;
+}
+
+/* ---- main ---------------------------------------------------------------------------------- */
+int main(int argc, char **argv) {
+  ddp_status_t st = ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm_);
+  if (st != DDP_OK) {
+    fprintf(stderr, "allreduce_bench: ddp_init: %s\n", ddp_last_error());
+    return 1;
+  }
+  ddp_comm_rank(&comm_, &rank_);
+  ddp_comm_size(&comm_, &size_);
+  MPI_Comm_dup(MPI_COMM_WORLD, &raw_comm);
+  args_t a;
+  int pr = parse_args(argc, argv, &a);
+  if (pr < 0) {
+    MPI_Comm_free(&raw_comm);
+    ddp_finalize(&comm_);
+    return pr == -2 ? 0 : 2;
+  }
+  if (a.mem == M_CUDA && !ddp_device_available(&comm_)) {
+    char d[160] = "";
+    ddp_device_describe(&comm_, d, sizeof d);
+    if (rank_ == 0) printf("# -M cuda: no device on this communicator (%s): skipping\n", d);
+    MPI_Comm_free(&raw_comm);
+    ddp_finalize(&comm_);
+    return 0;
+  }
+  if (!a.algos[0])
+    snprintf(a.algos, sizeof a.algos, "%s",
+             a.coll == C_ALLREDUCE ? (a.mem == M_CUDA ? "mpi,auto" : "raw,mpi,ring,rhd,shm,hier,auto")
+                                   : "raw,mpi");
+  /* Algorithm list: drop what cannot run (with a note), keep the order. */
+  char list[16][16];
+  int nalg = 0;
+  char tmp[256];
+  snprintf(tmp, sizeof tmp, "%s", a.algos);
+  size_t es = ddp_dtype_size(a.dtype);
+  for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t && nalg < 16; t = strtok_r(NULL, ",", &save)) {
+    const char *why = NULL;
+    int raw = !strcmp(t, "raw");
+    if (raw && (a.dtype == DDP_F16 || a.dtype == DDP_BF16 || a.op == DDP_AVG))
+      why = "MPI has no f16/bf16 types or avg op";
+    else if (raw && a.mem == M_CUDA) why = "MPI is not CUDA-aware here";
+    else if (!raw && a.coll != C_ALLREDUCE && strcmp(t, "mpi") && strcmp(t, "auto"))
+      why = "only allreduce has algorithms";
+    else if (!raw && a.coll == C_ALLREDUCE) {
+      ddp_coll_opts_t o;
+      ddp_coll_opts_default(&o);
+      o.algo = t;
+      o.mem = a.mem == M_CUDA ? DDP_MEM_CUDA : DDP_MEM_HOST;
+      const char *nm = NULL;
+      if (ddp_allreduce_choice(&comm_, NULL, 1024, a.dtype, &o, &nm) != DDP_OK) why = ddp_last_error();
+    }
+    if (why) {
+      if (rank_ == 0) printf("# skipping %s: %s\n", t, why);
+      continue;
+    }
+    snprintf(list[nalg++], 16, "%.15s", t);
+  }
+  if (nalg == 0) {
+    if (rank_ == 0) fprintf(stderr, "allreduce_bench: no algorithm can run\n");
+    MPI_Comm_free(&raw_comm);
+    ddp_finalize(&comm_);
+    return 2;
+  }
+
+  /* Buffers sized for the largest case. */
+  size_t p = (size_t)size_, maxb = a.maxb < es ? es : a.maxb;
+  bufs_t b;
+  memset(&b, 0, sizeof b);
+  b.sbytes = a.coll == C_ALLGATHER ? maxb / p + es : maxb;
+  b.rbytes = maxb; /* in-place reduce-scatter takes its input in recv */
+  b.sbytes = (b.sbytes + 63) & ~(size_t)63;
+  b.rbytes = (b.rbytes + 63) & ~(size_t)63;
+  int ok = 1;
+  if (a.mem == M_SHARED) {
+    ok = ddp_alloc(&comm_, b.sbytes, &b.send) == DDP_OK && ddp_alloc(&comm_, b.rbytes, &b.recv) == DDP_OK;
+    b.hs = b.send, b.hr = b.recv;
+  } else {
+    ok = posix_memalign(&b.hs, 64, b.sbytes) == 0 && posix_memalign(&b.hr, 64, b.rbytes) == 0;
+    b.send = b.hs, b.recv = b.hr;
+    if (ok && a.mem == M_CUDA)
+      ok = ddp_device_malloc(&comm_, b.sbytes, &b.send) == DDP_OK &&
+           ddp_device_malloc(&comm_, b.rbytes, &b.recv) == DDP_OK;
+  }
+  if (!ok) {
+    fprintf(stderr, "[rank %d] allreduce_bench: buffers of %zu bytes: %s\n", rank_, maxb, ddp_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  if (a.mem != M_CUDA) {
+    memset(b.hs, 0, b.sbytes);
+    memset(b.hr, 0, b.rbytes);
+  } else {
+    ddp_memset_async(&comm_, b.send, 0, b.sbytes, NULL);
+    ddp_memset_async(&comm_, b.recv, 0, b.rbytes, NULL);
+    ddp_stream_synchronize(&comm_, NULL);
+  }
+
+  /* Sizes: -e, -e/f, -e/f^2 ... down to -b (so -b 8 -e 64M -f 4 hits 4M, 16M and 64M), and
+   * -b itself; ascending. */
+  size_t sizes[128];
+  int nsizes = 0;
+  for (double s = (double)a.maxb; s >= (double)a.minb * 0.9999999 && nsizes < 127; s /= a.factor)
+    sizes[nsizes++] = (size_t)(s + 0.5);
+  if (nsizes == 0 || sizes[nsizes - 1] != a.minb) sizes[nsizes++] = a.minb;
+  for (int i = 0; i < nsizes / 2; i++) {
+    size_t t = sizes[i];
+    sizes[i] = sizes[nsizes - 1 - i];
+    sizes[nsizes - 1 - i] = t;
+  }
+  rec_t *recs = calloc((size_t)(nsizes * nalg * 2), sizeof *recs);
+  int nrec = 0, anywrong = 0, anyfail = 0;
+  char ver[256] = "";
+  ddp_mpi_library_version(ver, sizeof ver);
+  if (rank_ == 0) {
+    printf("# allreduce_bench: %s, %d ranks, dtype %s, op %s, memory %s, %d iters (+%d warm-up)\n",
+           coll_names[a.coll], size_, ddp_dtype_name(a.dtype), ddp_op_name(a.op),
+           a.mem == M_HOST ? "host (malloc)" : a.mem == M_SHARED ? "shared (ddp_alloc)" : "cuda",
+           a.iters, a.warmup);
+    printf("# %s\n", ver);
+  }
+  for (int k = 0; k < nalg; k++) {
+    if (rank_ == 0) {
+      const char *nm = list[k];
+      ddp_coll_opts_t o;
+      ddp_coll_opts_default(&o);
+      o.algo = list[k];
+      if (!strcmp(list[k], "auto") && a.coll == C_ALLREDUCE &&
+          ddp_allreduce_choice(&comm_, b.recv, count_for(&a, a.maxb), a.dtype, &o, &nm) == DDP_OK)
+        printf("#\n# algorithm: auto (at %zu bytes: %s)\n", a.maxb, nm);
+      else
+        printf("#\n# algorithm: %s%s\n", list[k], !strcmp(list[k], "raw") ? " (MPI's own call)" : "");
+      printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "", "", "", "", "",
+             "out-of-place", "", "", "", "in-place", "", "", "");
+      printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "size", "count", "type",
+             "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+      printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "(B)", "(elements)", "",
+             "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    }
+    for (int si = 0; si < nsizes; si++) {
+      size_t bytes = sizes[si];
+      size_t cnt = count_for(&a, bytes);
+      if (cnt == 0) continue;
+      bytes = a.coll == C_ALLGATHER || a.coll == C_REDUCESCATTER ? cnt * p * es : cnt * es;
+      rec_t r[2];
+      int bad = 0;
+      for (int ip = 0; ip < 2; ip++) {
+        int skip = a.coll == C_BROADCAST && ip == 0; /* broadcast is always in place */
+        if (skip) {
+          memset(&r[0], 0, sizeof r[0]);
+          r[0].time_us = -1;
+          continue;
+        }
+        if (measure(&a, list[k], &b, bytes, ip, &r[ip]) != 0) bad = 1;
+      }
+      if (bad) {
+        anyfail = 1;
+        if (rank_ == 0) printf(" %12zu  (failed: see stderr)\n", bytes);
+        continue;
+      }
+      for (int ip = 0; ip < 2; ip++) {
+        if (r[ip].time_us < 0) continue;
+        recs[nrec++] = r[ip];
+        if (r[ip].wrong > 0) anywrong = 1;
+      }
+      if (rank_ == 0) {
+        printf(" %12zu %12zu %6s %6s %6s", bytes, r[1].count, ddp_dtype_name(a.dtype),
+               a.coll == C_ALLREDUCE || a.coll == C_REDUCESCATTER ? ddp_op_name(a.op) : "none",
+               a.coll == C_BROADCAST ? "0" : "-1");
+        for (int ip = 0; ip < 2; ip++) {
+          if (r[ip].time_us < 0) printf("   %9s %8s %8s %6s", "-", "-", "-", "-");
+          else if (r[ip].wrong < 0)
+            printf("   %9.1f %8.2f %8.2f %6s", r[ip].time_us, r[ip].algbw, r[ip].busbw, "N/A");
+          else
+            printf("   %9.1f %8.2f %8.2f %6ld", r[ip].time_us, r[ip].algbw, r[ip].busbw, r[ip].wrong);
+        }
+        printf("\n");
+        fflush(stdout);
+      }
+    }
+    if (rank_ == 0) {
+      double sum = 0;
+      int n = 0;
+      for (int i = 0; i < nrec; i++)
+        if (!strcmp(recs[i].algo, list[k])) sum += recs[i].busbw, n++;
+      printf("# Avg bus bandwidth    : %g GB/s (%s)\n", n ? sum / n : 0.0, list[k]);
+    }
+  }
+
+  /* Comparison: busbw of each algorithm over mpi's (or the first algorithm's). */
+  int refk = 0;
+  for (int k = 0; k < nalg; k++)
+    if (!strcmp(list[k], "mpi")) refk = k;
+  if (rank_ == 0 && nalg > 1) {
+    printf("#\n# busbw relative to %s (out-of-place / in-place)\n#%12s", list[refk], "size");
+    for (int k = 0; k < nalg; k++) printf(" %15s", list[k]);
+    printf("\n");
+    for (int si = 0; si < nsizes; si++) {
+      size_t bytes = sizes[si], cnt = count_for(&a, bytes);
+      if (cnt == 0) continue;
+      bytes = a.coll == C_ALLGATHER || a.coll == C_REDUCESCATTER ? cnt * p * es : cnt * es;
+      double ref[2] = {0, 0};
+      for (int i = 0; i < nrec; i++)
+        if (recs[i].bytes == bytes && !strcmp(recs[i].algo, list[refk])) ref[recs[i].inplace] = recs[i].busbw;
+      printf(" %12zu", bytes);
+      for (int k = 0; k < nalg; k++) {
+        double v[2] = {-1, -1};
+        for (int i = 0; i < nrec; i++)
+          if (recs[i].bytes == bytes && !strcmp(recs[i].algo, list[k]))
+            v[recs[i].inplace] = ref[recs[i].inplace] > 0 ? recs[i].busbw / ref[recs[i].inplace] : -1;
+        char cell[32];
+        if (v[0] < 0 && v[1] < 0) snprintf(cell, sizeof cell, "-");
+        else if (v[0] < 0) snprintf(cell, sizeof cell, "- / %.2f", v[1]);
+        else snprintf(cell, sizeof cell, "%.2f / %.2f", v[0], v[1]);
+        printf(" %15s", cell);
+      }
+      printf("\n");
+    }
+    printf("# Out of bounds values : %d %s\n", anywrong, anywrong ? "WRONG" : "OK");
+  }
+
+  if (rank_ == 0 && a.json) {
+    FILE *f = fopen(a.json, "w");
+    if (!f) {
+      fprintf(stderr, "allreduce_bench: cannot write %s\n", a.json);
+      anyfail = 1;
+    } else {
+      fprintf(f, "[\n");
+      for (int i = 0; i < nrec; i++)
+        fprintf(f, "  {\"coll\": \"%s\", \"algo\": \"%s\", \"dtype\": \"%s\", \"op\": \"%s\", "
+                   "\"bytes\": %zu, \"count\": %zu, \"inplace\": %s, \"time_us\": %.3f, "
+                   "\"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": %ld, \"np\": %d, \"mem\": \"%s\"}%s\n",
+                coll_names[a.coll], recs[i].algo, ddp_dtype_name(a.dtype), ddp_op_name(a.op),
+                recs[i].bytes, recs[i].count, recs[i].inplace ? "true" : "false", recs[i].time_us,
+                recs[i].algbw, recs[i].busbw, recs[i].wrong, size_,
+                a.mem == M_HOST ? "host" : a.mem == M_SHARED ? "shared" : "cuda",
+                i + 1 < nrec ? "," : "");
+      fprintf(f, "]\n");
+      fclose(f);
+    }
+  }
+  free(recs);
+  if (a.mem == M_SHARED) {
+    ddp_free(&comm_, b.recv);
+    ddp_free(&comm_, b.send);
+  } else {
+    if (a.mem == M_CUDA) {
+      ddp_device_free(&comm_, b.send);
+      ddp_device_free(&comm_, b.recv);
+    }
+    free(b.hs);
+    free(b.hr);
+  }
+  MPI_Comm_free(&raw_comm);
+  ddp_finalize(&comm_);
+  return anywrong || anyfail ? 1 : 0;
+}
