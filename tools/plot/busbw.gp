@@ -4,6 +4,16 @@
 if (!exists("ttl")) ttl = "allreduce bus bandwidth"
 set terminal pngcairo size 900,560 font "DejaVu Sans,11" noenhanced
 set output out
+# Distinct, print-friendly colours (gnuplot's default 5th colour is a pale yellow).
+set linetype 1 lc rgb "#1f77b4"
+set linetype 2 lc rgb "#d62728"
+set linetype 3 lc rgb "#2ca02c"
+set linetype 4 lc rgb "#ff7f0e"
+set linetype 5 lc rgb "#9467bd"
+set linetype 6 lc rgb "#8c564b"
+set linetype 7 lc rgb "#e377c2"
+set linetype 8 lc rgb "#17becf"
+set linetype cycle 8
 set title ttl
 set logscale x 2
 set xlabel "message size"

@@ -24,9 +24,9 @@ train)
     [ "$l" = "$a" ] && l=$(basename "$f" .csv)
     [ -r "$f" ] || { echo "plot.sh: cannot read $f" >&2; exit 2; }
     files+="${files:+ }$f"
-    labels+="${labels:+ }${l// /_}"
+    labels+="${labels:+ }\"${l//\"/}\""
   done
-  gnuplot -e "files='$files'; labels='$labels'; out='$out'" "$here/train.gp"
+  gnuplot -e "files='$files'; labels='${labels//\'/}'; out='$out'" "$here/train.gp"
   ;;
 *)
   echo "usage: $0 bench RESULTS.json OUT.png [TITLE] | train OUT.png RUN.csv[=LABEL] ..." >&2
