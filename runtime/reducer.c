@@ -188,6 +188,13 @@ static void note_done(ddp_reducer_t *r, size_t j, ddp_status_t st, double t) {
   tl_bucket(r, "bucket done", j);
 }
 
+/* A failed memory operation (device copy, conversion) is reported by finish. */
+static void remember(ddp_reducer_t *r, ddp_status_t st, const char *what) {
+  if (st == DDP_OK || r->comm_err != DDP_OK) return;
+  r->comm_err = st;
+  snprintf(r->comm_msg, sizeof r->comm_msg, "%s: %s", what, ddp_last_error());
+}
+
 /* Timestamps buckets that completed in the background (the engine runs them in order). */
 static void poll(ddp_reducer_t *r) {
   while (r->next_done < r->next_launch) {
@@ -220,9 +227,10 @@ static ddp_status_t launch(ddp_reducer_t *r, size_t j) {
   if (b->hooked) {
     ddp_dtype_t h = r->hook == DDP_HOOK_BF16 ? DDP_BF16 : DDP_F16;
     /* Divide before rounding (as PyTorch's fp16_compress_hook) so the sum cannot overflow. */
-    ddp__rbuf_compress(b->mem, b->half.ptr, b->buf.ptr, b->count, 1.0f / (float)r->c->size, h,
-                       r->stream);
-    st = ddp_iallreduce(r->comm, DDP_IN_PLACE, b->half.ptr, b->count, h, DDP_SUM, &o, &b->req);
+    st = ddp__rbuf_compress(r->comm, b->mem, b->half.ptr, b->buf.ptr, b->count,
+                            1.0f / (float)r->c->size, h, r->stream);
+    if (st == DDP_OK)
+      st = ddp_iallreduce(r->comm, DDP_IN_PLACE, b->half.ptr, b->count, h, DDP_SUM, &o, &b->req);
   } else {
     st = ddp_iallreduce(r->comm, DDP_IN_PLACE, b->buf.ptr, b->count, b->dtype, DDP_AVG, &o, &b->req);
   }
@@ -252,7 +260,8 @@ static void begin_iteration(ddp_reducer_t *r) {
   if (r->static_unused_known) {
     for (size_t i = 0; i < r->np; i++) {
       if (!r->p[i].static_unused) continue;
-      ddp__rbuf_zero(r->p[i].mem, slot(r, i), pbytes(&r->p[i]), r->stream);
+      remember(r, ddp__rbuf_zero(r->comm, r->p[i].mem, slot(r, i), pbytes(&r->p[i]), r->stream),
+               "zeroing an unused parameter's gradient");
       r->p[i].marked = 2; /* marked by the reducer, not the application */
       r->b[r->lay.pbucket[i]].pending--;
     }
@@ -276,6 +285,7 @@ ddp_status_t ddp_reducer_grad_ready(ddp_reducer_t *r, size_t i) {
                       "iteration and static_graph promised the same graph every iteration", i, pname(r, i));
   if (p->marked)
     return ddp__error(DDP_ESTATE, "parameter %zu ('%s') was marked ready twice in this iteration", i, pname(r, i));
+  if (!r->views) DDP_TRY(ddp__rbuf_copy(r->comm, p->mem, slot(r, i), p->grad, pbytes(p), r->stream));
   p->marked = 1;
   if (r->recording) r->order[r->norder++] = i;
   if (r->c->timeline) {
@@ -283,7 +293,6 @@ ddp_status_t ddp_reducer_grad_ready(ddp_reducer_t *r, size_t i) {
     snprintf(args, sizeof args, "{\"param\":%zu}", i);
     ddp__timeline_event(r->c->timeline, 'i', "grad_ready", "reducer", args);
   }
-  if (!r->views) ddp__rbuf_copy(p->mem, slot(r, i), p->grad, pbytes(p), r->stream);
   size_t j = r->lay.pbucket[i];
   if (--r->b[j].pending == 0) launch_ready(r);
   poll(r);
@@ -325,7 +334,12 @@ static ddp_status_t rebuild(ddp_reducer_t *r) {
   if (r->views) /* the averaged gradients move to their new homes */
     for (size_t i = 0; i < r->np; i++) {
       void *dst = (char *)nbs[nl.pbucket[i]].buf.ptr + nl.poff[i] * ddp_dtype_size(r->p[i].dtype);
-      ddp__rbuf_copy(r->p[i].mem, dst, slot(r, i), pbytes(&r->p[i]), r->stream);
+      st = ddp__rbuf_copy(r->comm, r->p[i].mem, dst, slot(r, i), pbytes(&r->p[i]), r->stream);
+      if (st != DDP_OK) {
+        buckets_free(r, nbs, nl.nb);
+        ddp__reducer_layout_free(&nl);
+        return st;
+      }
     }
   ddp__reducer_free_buckets(r);
   r->b = nbs;
@@ -353,7 +367,8 @@ ddp_status_t ddp_reducer_finish(ddp_reducer_t *r) {
     if (p->marked) continue;
     if (missing == SIZE_MAX) missing = i;
     nmissing++;
-    ddp__rbuf_zero(p->mem, slot(r, i), pbytes(p), r->stream);
+    remember(r, ddp__rbuf_zero(r->comm, p->mem, slot(r, i), pbytes(p), r->stream),
+             "zeroing a missing parameter's gradient");
     p->marked = 3;
     r->b[r->lay.pbucket[i]].pending--;
   }
@@ -383,12 +398,16 @@ ddp_status_t ddp_reducer_finish(ddp_reducer_t *r) {
   double t_end = ddp__now();
   for (size_t j = 0; j < r->lay.nb; j++) {
     ddp__rbucket_t *b = &r->b[j];
-    if (b->hooked) ddp__rbuf_decompress(b->mem, b->buf.ptr, b->half.ptr, b->count,
-                                        r->hook == DDP_HOOK_BF16 ? DDP_BF16 : DDP_F16, r->stream);
+    if (b->hooked)
+      remember(r, ddp__rbuf_decompress(r->comm, b->mem, b->buf.ptr, b->half.ptr, b->count,
+                                       r->hook == DDP_HOOK_BF16 ? DDP_BF16 : DDP_F16, r->stream),
+               "hook decompression");
   }
   if (!r->views)
     for (size_t i = 0; i < r->np; i++)
-      ddp__rbuf_copy(r->p[i].mem, r->p[i].grad, slot(r, i), pbytes(&r->p[i]), r->stream);
+      remember(r, ddp__rbuf_copy(r->comm, r->p[i].mem, r->p[i].grad, slot(r, i), pbytes(&r->p[i]), r->stream),
+               "copy to the application's gradient");
+  if (r->has_device) remember(r, ddp__rbuf_sync(r->comm, DDP_MEM_CUDA, r->stream), "stream synchronize");
   ddp__timeline_event(r->c->timeline, 'E', "reducer finish", "reducer", NULL);
   /* Statistics: communication span of this iteration and the part of it finish waited for. */
   if (r->t_first_launch > 0.0) {
@@ -444,9 +463,12 @@ ddp_status_t ddp_reducer_zero_grad(ddp_reducer_t *r) {
   if (r->active)
     return ddp__error(DDP_ESTATE, "zero_grad in the middle of an iteration (buckets may be in flight)");
   if (r->views)
-    for (size_t j = 0; j < r->lay.nb; j++) ddp__rbuf_zero(r->b[j].mem, r->b[j].buf.ptr, r->b[j].bytes, r->stream);
+    for (size_t j = 0; j < r->lay.nb; j++)
+      DDP_TRY(ddp__rbuf_zero(r->comm, r->b[j].mem, r->b[j].buf.ptr, r->b[j].bytes, r->stream));
   else
-    for (size_t i = 0; i < r->np; i++) ddp__rbuf_zero(r->p[i].mem, r->p[i].grad, pbytes(&r->p[i]), r->stream);
+    for (size_t i = 0; i < r->np; i++)
+      DDP_TRY(ddp__rbuf_zero(r->comm, r->p[i].mem, r->p[i].grad, pbytes(&r->p[i]), r->stream));
+  if (r->has_device) DDP_TRY(ddp__rbuf_sync(r->comm, DDP_MEM_CUDA, r->stream));
   return DDP_OK;
 }
 

@@ -23,7 +23,7 @@ ddp_status_t ddp_reducer_opts_default(ddp_reducer_opts_t *opts) {
 }
 
 /* Local checks; the first problem is recorded as this thread's error. */
-static ddp_status_t check_local(const ddp_param_t *params, size_t nparams,
+static ddp_status_t check_local(ddp_comm_t *comm, const ddp_param_t *params, size_t nparams,
                                 const ddp_reducer_opts_t *o, ddp_reducer_t **out) {
   DDP_CHECK_ARG(out != NULL, "out is NULL");
   DDP_CHECK_ARG(params != NULL || nparams == 0, "params is NULL (nparams %zu)", nparams);
@@ -58,7 +58,7 @@ static ddp_status_t check_local(const ddp_param_t *params, size_t nparams,
     DDP_CHECK_ARG(o->grad_as_bucket_view || p->grad != NULL,
                   "params[%zu] ('%s'): grad is NULL, but grad_as_bucket_view is off so the "
                   "application must provide the gradient buffer", i, nm);
-    const char *why = ddp__rbuf_unsupported(p->mem);
+    const char *why = ddp__rbuf_unsupported(comm, p->mem);
     if (why) return ddp__error(DDP_ENOTSUP, "params[%zu] ('%s'): %s", i, nm, why);
   }
   return DDP_OK;
@@ -201,7 +201,7 @@ ddp_status_t ddp_reducer_create(ddp_comm_t *comm, const ddp_param_t *params, siz
   ddp_reducer_opts_t o;
   ddp_reducer_opts_default(&o);
   if (opts) o = *opts;
-  ddp_status_t st = check_local(params, nparams, &o, out);
+  ddp_status_t st = check_local(comm, params, nparams, &o, out);
   /* Agreement round: a bad argument on any rank, a different parameter count or different
    * options end creation on every rank before any rank waits in a collective alone. */
   char mymsg[512];
@@ -245,6 +245,7 @@ ddp_status_t ddp_reducer_create(ddp_comm_t *comm, const ddp_param_t *params, siz
     p->dtype = params[i].dtype;
     p->mem = params[i].mem;
     p->grad = params[i].grad;
+    if (p->mem == DDP_MEM_CUDA) r->has_device = 1;
     if (params[i].name && !(p->name = strdup(params[i].name)))
       st = ddp__error(DDP_ENOMEM, "reducer: out of memory for parameter names");
   }

@@ -23,18 +23,25 @@ DDP_HIDDEN ddp_status_t ddp__rbuf_alloc(ddp_comm_t *comm, ddp__comm_t *c, ddp_me
                                         size_t bytes, int want_pool, void *stream,
                                         ddp__rbuf_t *out);
 DDP_HIDDEN void ddp__rbuf_free(ddp_comm_t *comm, ddp__rbuf_t *b);
-DDP_HIDDEN void ddp__rbuf_zero(ddp_mem_t mem, void *ptr, size_t bytes, void *stream);
+/* Device operations are ordered on `stream` (the application's gradient stream); host ones are
+ * done on return. */
+DDP_HIDDEN ddp_status_t ddp__rbuf_zero(ddp_comm_t *comm, ddp_mem_t mem, void *ptr, size_t bytes,
+                                       void *stream);
 /* dst and src both of kind `mem` (bucket <-> application gradient, old <-> new bucket). */
-DDP_HIDDEN void ddp__rbuf_copy(ddp_mem_t mem, void *dst, const void *src, size_t bytes,
-                               void *stream);
-/* Compression hook kernels: dst_half = (half)(src * scale), and back (dtype names the half
- * type; round to nearest even). */
-DDP_HIDDEN void ddp__rbuf_compress(ddp_mem_t mem, void *dst_half, const float *src, size_t count,
-                                   float scale, ddp_dtype_t half, void *stream);
-DDP_HIDDEN void ddp__rbuf_decompress(ddp_mem_t mem, float *dst, const void *src_half,
-                                     size_t count, ddp_dtype_t half, void *stream);
-/* NULL when the reducer can hold parameters of kind `mem`, else the reason. */
-DDP_HIDDEN const char *ddp__rbuf_unsupported(ddp_mem_t mem);
+DDP_HIDDEN ddp_status_t ddp__rbuf_copy(ddp_comm_t *comm, ddp_mem_t mem, void *dst, const void *src,
+                                       size_t bytes, void *stream);
+/* Compression hook: dst_half = (half)(src * scale), and back (dtype names the half type; round
+ * to nearest even). For device memory, compress scales src in place first. */
+DDP_HIDDEN ddp_status_t ddp__rbuf_compress(ddp_comm_t *comm, ddp_mem_t mem, void *dst_half,
+                                           float *src, size_t count, float scale,
+                                           ddp_dtype_t half, void *stream);
+DDP_HIDDEN ddp_status_t ddp__rbuf_decompress(ddp_comm_t *comm, ddp_mem_t mem, float *dst,
+                                             const void *src_half, size_t count, ddp_dtype_t half,
+                                             void *stream);
+/* Host view of the results: waits for the stream's work (device), no-op for host memory. */
+DDP_HIDDEN ddp_status_t ddp__rbuf_sync(ddp_comm_t *comm, ddp_mem_t mem, void *stream);
+/* NULL when the reducer can hold parameters of kind `mem` on this communicator, else why. */
+DDP_HIDDEN const char *ddp__rbuf_unsupported(ddp_comm_t *comm, ddp_mem_t mem);
 
 /* ---- the reducer -------------------------------------------------------------------------- */
 typedef struct ddp__rparam {
@@ -83,6 +90,7 @@ struct ddp_reducer {
   ddp_hook_t hook;
   char *algo;
   void *stream;
+  int has_device;         /* some parameter lives in device memory */
   /* iteration state */
   int sync, active;
   size_t next_launch, next_done;

@@ -1,27 +1,38 @@
-/* Bucket memory of the reducer: allocation (node-shared pool or malloc), zeroing, copies and
- * the fp16/bf16 hook's conversions. Host only for now; device buckets are added here. */
+/* Bucket memory of the reducer: allocation (node-shared pool, malloc, or device memory through
+ * the public device API), zeroing, copies, and the fp16/bf16 hook's conversions. Every memory
+ * operation of the reducer goes through here, so a memory kind is added in one place. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../collectives/coll_internal.h"
+#include "ddp_device.h"
 #include "reducer_internal.h"
 
-const char *ddp__rbuf_unsupported(ddp_mem_t mem) {
+const char *ddp__rbuf_unsupported(ddp_comm_t *comm, ddp_mem_t mem) {
   if (mem == DDP_MEM_HOST) return NULL;
-  return "device-memory (DDP_MEM_CUDA) parameters are not supported by the reducer yet";
+  if (mem == DDP_MEM_CUDA && ddp_device_available(comm)) return NULL;
+  return "device-memory (DDP_MEM_CUDA) parameters need a device on this communicator (none is "
+         "bound; DDP_DEVICE_EMULATE=1 emulates one)";
 }
 
 ddp_status_t ddp__rbuf_alloc(ddp_comm_t *comm, ddp__comm_t *c, ddp_mem_t mem, size_t bytes,
                              int want_pool, void *stream, ddp__rbuf_t *out) {
-  (void)stream;
   memset(out, 0, sizeof *out);
   out->mem = mem;
   out->bytes = bytes;
-  if (mem != DDP_MEM_HOST) return ddp__error(DDP_ENOTSUP, "%s", ddp__rbuf_unsupported(mem));
   size_t alloc = bytes ? bytes : 64;
+  if (mem == DDP_MEM_CUDA) {
+    DDP_TRY(ddp_device_malloc(comm, alloc, &out->ptr));
+    ddp_status_t st = ddp_memset_async(comm, out->ptr, 0, alloc, stream);
+    if (st == DDP_OK) st = ddp_stream_synchronize(comm, stream);
+    if (st != DDP_OK) {
+      ddp_device_free(comm, out->ptr);
+      out->ptr = NULL;
+    }
+    return st;
+  }
   if (want_pool && c->shm_ok && c->local_size > 1) {
-    ddp_status_t st = ddp_alloc(comm, alloc, &out->ptr);
-    if (st != DDP_OK) return st;
+    DDP_TRY(ddp_alloc(comm, alloc, &out->ptr));
     out->pooled = 1;
   } else {
     alloc = (alloc + 63) & ~(size_t)63;
@@ -34,21 +45,30 @@ ddp_status_t ddp__rbuf_alloc(ddp_comm_t *comm, ddp__comm_t *c, ddp_mem_t mem, si
 
 void ddp__rbuf_free(ddp_comm_t *comm, ddp__rbuf_t *b) {
   if (!b->ptr) return;
-  if (b->pooled) ddp_free(comm, b->ptr);
+  if (b->mem == DDP_MEM_CUDA) ddp_device_free(comm, b->ptr);
+  else if (b->pooled) ddp_free(comm, b->ptr);
   else free(b->ptr);
   b->ptr = NULL;
 }
 
-void ddp__rbuf_zero(ddp_mem_t mem, void *ptr, size_t bytes, void *stream) {
-  (void)mem;
-  (void)stream;
-  if (bytes) memset(ptr, 0, bytes);
+ddp_status_t ddp__rbuf_zero(ddp_comm_t *comm, ddp_mem_t mem, void *ptr, size_t bytes, void *stream) {
+  if (!bytes) return DDP_OK;
+  if (mem == DDP_MEM_CUDA) return ddp_memset_async(comm, ptr, 0, bytes, stream);
+  memset(ptr, 0, bytes);
+  return DDP_OK;
 }
 
-void ddp__rbuf_copy(ddp_mem_t mem, void *dst, const void *src, size_t bytes, void *stream) {
-  (void)mem;
-  (void)stream;
-  if (bytes && dst != src) memcpy(dst, src, bytes);
+ddp_status_t ddp__rbuf_copy(ddp_comm_t *comm, ddp_mem_t mem, void *dst, const void *src, size_t bytes,
+                            void *stream) {
+  if (!bytes || dst == src) return DDP_OK;
+  if (mem == DDP_MEM_CUDA) return ddp_memcpy_async(comm, dst, src, bytes, stream);
+  memcpy(dst, src, bytes);
+  return DDP_OK;
+}
+
+ddp_status_t ddp__rbuf_sync(ddp_comm_t *comm, ddp_mem_t mem, void *stream) {
+  if (mem != DDP_MEM_CUDA) return DDP_OK;
+  return ddp_stream_synchronize(comm, stream);
 }
 
 /* The hooks convert the whole gradient twice per iteration, on the compute thread: they must
@@ -101,37 +121,40 @@ static void bf16_to_f32_loop(float *restrict dst, const uint16_t *restrict src, 
   }
 }
 
-void ddp__rbuf_compress(ddp_mem_t mem, void *dst_half, const float *src, size_t count,
-                        float scale, ddp_dtype_t half, void *stream) {
-  (void)mem;
-  (void)stream;
+ddp_status_t ddp__rbuf_compress(ddp_comm_t *comm, ddp_mem_t mem, void *dst_half, float *src,
+                                size_t count, float scale, ddp_dtype_t half, void *stream) {
+  if (mem == DDP_MEM_CUDA) {
+    if (scale != 1.0f) DDP_TRY(ddp_device_scale_async(comm, src, count, DDP_F32, scale, stream));
+    return ddp_device_convert_async(comm, dst_half, half, src, DDP_F32, count, stream);
+  }
   uint16_t *d = dst_half;
   if (half == DDP_BF16) {
     f32_to_bf16_loop(d, src, count, scale);
-    return;
+    return DDP_OK;
   }
 #if DDP__HAVE_F16C_PATH
   if (have_f16c()) {
     f32_to_f16_f16c(d, src, count, scale);
-    return;
+    return DDP_OK;
   }
 #endif
   for (size_t i = 0; i < count; i++) d[i] = ddp__f32_to_f16(src[i] * scale);
+  return DDP_OK;
 }
 
-void ddp__rbuf_decompress(ddp_mem_t mem, float *dst, const void *src_half, size_t count,
-                          ddp_dtype_t half, void *stream) {
-  (void)mem;
-  (void)stream;
+ddp_status_t ddp__rbuf_decompress(ddp_comm_t *comm, ddp_mem_t mem, float *dst, const void *src_half,
+                                  size_t count, ddp_dtype_t half, void *stream) {
+  if (mem == DDP_MEM_CUDA) return ddp_device_convert_async(comm, dst, DDP_F32, src_half, half, count, stream);
   if (half == DDP_BF16) {
     bf16_to_f32_loop(dst, src_half, count);
-    return;
+    return DDP_OK;
   }
 #if DDP__HAVE_F16C_PATH
   if (have_f16c()) {
     f16_to_f32_f16c(dst, src_half, count);
-    return;
+    return DDP_OK;
   }
 #endif
   ddp__f16_to_f32_n(dst, src_half, count);
+  return DDP_OK;
 }

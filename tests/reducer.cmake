@@ -26,3 +26,9 @@ if(TARGET ddp_bench)
     ${DDP_MPIEXEC} $<TARGET_FILE:ddp_bench> 2)
   set_tests_properties(reducer_timeline_np2 PROPERTIES TIMEOUT 60 LABELS "quick;mpi" ENVIRONMENT "${DDP_TEST_ENV}")
 endif()
+# Device-memory buckets through the public device API, under the host emulation.
+ddp_add_test_exe(reducer_device reducer_device.c)
+foreach(np 1 2 3)
+  ddp_add_mpi_test(NAME reducer_device_np${np} EXE reducer_device NP ${np} LABELS "emulate;quick;mpi" TIMEOUT 120
+    ENV DDP_DEVICE_EMULATE=1)
+endforeach()

@@ -424,6 +424,11 @@ static void test_bad_args(void) {
   q = p, q.mem = (ddp_mem_t)9;
   CHECK_ST(ddp_reducer_create(&g_comm, &q, 1, NULL, &r), DDP_EINVAL);
   CHECK_MSG("mem 9");
+  if (!ddp_device_available(&g_comm)) {
+    q = p, q.mem = DDP_MEM_CUDA;
+    CHECK_ST(ddp_reducer_create(&g_comm, &q, 1, NULL, &r), DDP_ENOTSUP);
+    CHECK_MSG("DDP_DEVICE_EMULATE");
+  }
   q = p, q.data = NULL;
   CHECK_ST(ddp_reducer_create(&g_comm, &q, 1, NULL, &r), DDP_EINVAL);
   CHECK_MSG("data");
