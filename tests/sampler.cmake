@@ -29,7 +29,7 @@ if(TARGET ddp_sampler)
   find_program(DDP_SYSTEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
   if(DDP_SYSTEM_PYTHON3)
     add_test(NAME sampler_vs_torch COMMAND ${DDP_SYSTEM_PYTHON3}
-             ${CMAKE_CURRENT_SOURCE_DIR}/sampler_vs_torch.py $<TARGET_FILE:ddp_sampler> 300)
+             ${CMAKE_CURRENT_SOURCE_DIR}/sampler_vs_torch.py $<TARGET_FILE:ddp_sampler> 200)
     set_tests_properties(sampler_vs_torch PROPERTIES TIMEOUT 60 LABELS quick
       ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
   endif()

@@ -6,7 +6,7 @@
 set -u
 app=$1
 fixtures=$2
-step=${3:-40}
+step=${3:-60}
 fail=0
 checked=0
 n=0
