@@ -45,6 +45,11 @@ typedef struct bench {
   int *labels;
   float lr;
   ddp_reducer_t *r; /* while a DDP phase runs */
+  /* --device cuda: parameters and gradient buckets in device memory; the MLP computes on the
+   * host, each gradient is copied to the device (H2D) before grad_ready and the averaged
+   * gradients come back (D2H) after finish, so this measures the device bucket path. */
+  ddp_stream_t stream;
+  void *dparam[32], *dgrad[32];
   double compute_ms;
 } bench_t;
 
@@ -78,7 +83,13 @@ static double max_over_ranks(double v) {
 
 static void on_ready(size_t i, void *ctx) {
   bench_t *b = ctx;
-  ddp_status_t st = ddp_reducer_grad_ready(b->r, i);
+  ddp_status_t st = DDP_OK;
+  if (b->device_cuda) {
+    void *g = NULL;
+    st = ddp_reducer_grad(b->r, i, &g);
+    if (st == DDP_OK) st = ddp_memcpy_async(&b->comm, g, b->m.grad[i], b->m.count[i] * sizeof(float), b->stream);
+  }
+  if (st == DDP_OK) st = ddp_reducer_grad_ready(b->r, i);
   if (st != DDP_OK) {
     fprintf(stderr, "grad_ready(%zu): %s\n", i, ddp_last_error());
     MPI_Abort(MPI_COMM_WORLD, 1);
@@ -94,9 +105,17 @@ static int step(bench_t *b, const cfg_t *c) {
   } else {
     mlp_backward(&b->m, b->x, b->labels, b->batch, 0, NULL, NULL);
     if (b->r) /* same order as backward produces them: last layer first */
-      for (size_t i = b->m.nparams; i-- > 0;) APP_CHECK(ddp_reducer_grad_ready(b->r, i));
+      for (size_t i = b->m.nparams; i-- > 0;) on_ready(i, b);
   }
-  if (b->r) {
+  if (b->r && b->device_cuda) {
+    APP_CHECK(ddp_reducer_finish(b->r));
+    for (size_t i = 0; i < b->m.nparams; i++) {
+      void *g = NULL;
+      APP_CHECK(ddp_reducer_grad(b->r, i, &g));
+      APP_CHECK(ddp_memcpy_async(&b->comm, b->m.grad[i], g, b->m.count[i] * sizeof(float), b->stream));
+    }
+    APP_CHECK(ddp_stream_synchronize(&b->comm, b->stream));
+  } else if (b->r) {
     APP_CHECK(ddp_reducer_finish(b->r));
     /* Views move once, when the buckets are rebuilt after the first iteration. */
     for (size_t i = 0; i < b->m.nparams; i++) {
@@ -117,7 +136,17 @@ static int create_reducer(bench_t *b, const cfg_t *c) {
     mlp_set_grad(&b->m, i, NULL);
     p[i] = (ddp_param_t){.data = b->m.param[i], .count = b->m.count[i], .dtype = DDP_F32,
                          .mem = DDP_MEM_HOST, .name = names[i], .grad = b->m.grad[i]};
+    if (b->device_cuda) {
+      size_t bytes = b->m.count[i] * sizeof(float);
+      if (!b->dparam[i]) APP_CHECK(ddp_device_malloc(&b->comm, bytes, &b->dparam[i]));
+      if (!b->dgrad[i] && !c->views) APP_CHECK(ddp_device_malloc(&b->comm, bytes, &b->dgrad[i]));
+      APP_CHECK(ddp_memcpy_async(&b->comm, b->dparam[i], b->m.param[i], bytes, b->stream));
+      p[i].data = b->dparam[i];
+      p[i].grad = b->dgrad[i];
+      p[i].mem = DDP_MEM_CUDA;
+    }
   }
+  if (b->device_cuda) APP_CHECK(ddp_stream_synchronize(&b->comm, b->stream));
   ddp_reducer_opts_t o;
   APP_CHECK(ddp_reducer_opts_default(&o));
   o.bucket_cap_mb = c->cap_mb;
@@ -125,7 +154,14 @@ static int create_reducer(bench_t *b, const cfg_t *c) {
   o.algo = c->algo;
   o.grad_as_bucket_view = c->views;
   o.hook = c->hook;
+  o.stream = b->stream;
   APP_CHECK(ddp_reducer_create(&b->comm, p, b->m.nparams, &o, &b->r));
+  if (b->device_cuda) { /* rank 0's parameters, broadcast on the device, back to the host model */
+    for (size_t i = 0; i < b->m.nparams; i++)
+      APP_CHECK(ddp_memcpy_async(&b->comm, b->m.param[i], b->dparam[i], b->m.count[i] * sizeof(float), b->stream));
+    APP_CHECK(ddp_stream_synchronize(&b->comm, b->stream));
+    return 0;
+  }
   if (c->views)
     for (size_t i = 0; i < b->m.nparams; i++) {
       void *g = NULL;
@@ -173,6 +209,8 @@ static int run_config(bench_t *b, const cfg_t *c, result_t *res) {
   ddp_coll_opts_t co;
   ddp_coll_opts_default(&co);
   co.algo = c->algo;
+  co.mem = b->device_cuda ? DDP_MEM_CUDA : DDP_MEM_HOST;
+  co.stream = b->stream;
   if (ddp_allreduce_choice(&b->comm, g0, (size_t)(s.bucket_bytes_max / 4), DDP_F32, &co, &name) != DDP_OK)
     name = "?";
   snprintf(res->algo_used, sizeof res->algo_used, "%s%s%s%s", c->algo ? "" : "auto(", name, c->algo ? "" : ")", "");
@@ -199,11 +237,11 @@ static void json_row(FILE *fp, const bench_t *b, const result_t *r) {
           "\"compute_only_ms\":%.4f,\"ddp_step_ms\":%.4f,\"efficiency\":%.4f,"
           "\"exposed_comm_ms\":%.4f,\"comm_ms\":%.4f,\"hidden_fraction\":%.4f,"
           "\"samples_per_s\":%.1f,\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g,\"nbuckets\":%zu,"
-          "\"wire_bytes\":%zu,\"algo\":\"%s\",\"overlap\":%s,\"views\":%s,\"hook\":\"%s\"}",
+          "\"wire_bytes\":%zu,\"algo\":\"%s\",\"overlap\":%s,\"views\":%s,\"hook\":\"%s\",\"device\":\"%s\"}",
           r->cfg.label, b->size, b->m.total, b->batch, b->steps, r->compute_ms, r->step_ms,
           r->efficiency, r->exposed_ms, r->comm_ms, r->hidden, r->samples_per_s, r->cfg.cap_mb,
           r->cfg.first_mb, r->nbuckets, r->wire_bytes, r->algo_used, r->cfg.overlap ? "true" : "false",
-          r->cfg.views ? "true" : "false", hook_name(r->cfg.hook));
+          r->cfg.views ? "true" : "false", hook_name(r->cfg.hook), b->device_cuda ? "cuda" : "host");
 }
 
 int main(int argc, char **argv) {
@@ -256,11 +294,17 @@ int main(int argc, char **argv) {
     usage();
     return 2;
   }
-  if (b.device_cuda) {
-    fprintf(stderr, "ddp_bench: --device cuda is not available in this build (host only)\n");
-    return 2;
-  }
   APP_CHECK(ddp_init(&argc, &argv, MPI_COMM_NULL, &b.comm));
+  if (b.device_cuda) {
+    if (!ddp_device_available(&b.comm)) {
+      char why[128];
+      ddp_device_describe(&b.comm, why, sizeof why);
+      fprintf(stderr, "ddp_bench: --device cuda needs a device: %s (DDP_DEVICE_EMULATE=1 emulates one)\n", why);
+      ddp_finalize(&b.comm);
+      return 2;
+    }
+    APP_CHECK(ddp_stream_create(&b.comm, &b.stream));
+  }
   APP_CHECK(ddp_comm_rank(&b.comm, &b.rank));
   APP_CHECK(ddp_comm_size(&b.comm, &b.size));
   openblas_set_num_threads(1);
@@ -315,6 +359,11 @@ int main(int argc, char **argv) {
     printf(", %zu parameters (%.1f MB of f32 gradients), per-rank batch %d, SGD, 1 BLAS thread per rank\n",
            b.m.total, (double)b.m.total * 4 / 1048576.0, b.batch);
     printf("# np %d, steps %d (+%d warmup), mpiddp %s, %s\n", b.size, b.steps, b.warmup, ddp_version(), ver);
+    if (b.device_cuda) {
+      char dev[128];
+      ddp_device_describe(&b.comm, dev, sizeof dev);
+      printf("# device buckets on %s: host compute, gradients copied H2D before grad_ready and D2H after finish\n", dev);
+    }
     printf("# compute_ms: the same steps without communication, alternating with the DDP steps; efficiency = compute_ms / ddp_ms\n");
     printf("%-22s %3s %9s %10s %9s %7s %9s %8s %7s %9s %4s %7s %-12s %-3s %-3s %s\n", "# config", "np",
            "params", "compute_ms", "ddp_ms", "effic", "exposed", "comm_ms", "hidden", "samples/s", "bkts",
@@ -345,6 +394,11 @@ int main(int argc, char **argv) {
       }
     }
   }
+  for (size_t i = 0; i < 32; i++) {
+    if (b.dparam[i]) ddp_device_free(&b.comm, b.dparam[i]);
+    if (b.dgrad[i]) ddp_device_free(&b.comm, b.dgrad[i]);
+  }
+  if (b.stream) ddp_stream_destroy(&b.comm, b.stream);
   free(b.x);
   free(b.labels);
   mlp_free(&b.m);
