@@ -17,6 +17,9 @@ static ddp_comm_t comm;
 static int rank, size;
 static FILE *json;
 static int json_first = 1;
+/* For the target lines: the pinned copy rate (slower direction) and the kernel/copy traffic
+ * ratio at the largest size >= 64 MB measured, and the lowest staged busbw at >= 64 MB. */
+static double pinned_gbs = 0, kernel_ratio = 0, staged_busbw_min = -1;
 
 static double now(void) { return MPI_Wtime(); }
 
@@ -124,6 +127,11 @@ static void bench_copy(size_t maxb, int iters) {
                b, (double)b / t_d2d / 1e9, (double)b / t_h2d / 1e9, (double)b / t_d2h / 1e9,
                copy_traffic, red_traffic);
       json_row("copy", f);
+      if (b >= ((size_t)64 << 20)) {
+        double h2d = (double)b / t_h2d / 1e9, d2h = (double)b / t_d2h / 1e9;
+        pinned_gbs = h2d < d2h ? h2d : d2h;
+        kernel_ratio = red_traffic / copy_traffic;
+      }
     }
     ddp_device_free(&comm, d1), ddp_device_free(&comm, d2), ddp_host_free_pinned(&comm, h);
   }
@@ -184,6 +192,9 @@ static void bench_allreduce(size_t minb, size_t maxb, size_t factor, int iters, 
                  "\"busbw_gbs\":%.4f,\"wrong\":%ld",
                  tps[k], size, count * 4, t * 1e6, algbw, busbw, wrong);
         json_row("allreduce", f);
+        if (!strcmp(tps[k], "staged") && count * 4 >= ((size_t)64 << 20) && size > 1 &&
+            (staged_busbw_min < 0 || busbw < staged_busbw_min))
+          staged_busbw_min = busbw;
       }
     }
     if (rank == 0) printf("\n");
@@ -243,6 +254,20 @@ int main(int argc, char **argv) {
   }
   bench_copy(maxb, iters);
   bench_allreduce(minb, maxb, factor, iters, list);
+  if (rank == 0) {
+    printf("# targets (a GPU's numbers only mean something on a GPU):\n");
+    if (kernel_ratio > 0)
+      printf("#   reduction kernel traffic / copy traffic at >= 64 MB: %.0f%% (target >= 80%%) %s\n",
+             100 * kernel_ratio, kernel_ratio >= 0.8 ? "MET" : "NOT MET");
+    else
+      printf("#   reduction kernel vs copy: not measured (needs -e >= 64M)\n");
+    if (staged_busbw_min >= 0 && pinned_gbs > 0)
+      printf("#   staged allreduce busbw at >= 64 MB: min %.2f GB/s = %.0f%% of the pinned copy rate "
+             "%.2f GB/s (target >= 80%%) %s\n", staged_busbw_min, 100 * staged_busbw_min / pinned_gbs,
+             pinned_gbs, staged_busbw_min >= 0.8 * pinned_gbs ? "MET" : "NOT MET");
+    else
+      printf("#   staged busbw vs pinned copy rate: not measured (needs np >= 2, -e >= 64M, staged)\n");
+  }
   if (json) {
     fprintf(json, "\n]}\n");
     fclose(json);
