@@ -44,6 +44,7 @@ typedef struct opts {
   long stop_after;   /* stop (as if interrupted) after this global step, 0 = never */
   const char *log_steps;
   sync_kind_t sync;
+  int device; /* 1: gradient buckets in device memory (--device cuda) */
   int progress; /* -1 auto, 0 off, 1 on */
 } opts_t;
 
@@ -63,6 +64,10 @@ static void usage(FILE *f) {
           "  --hook none|fp16|bf16    gradient compression on the wire (default none)\n"
           "  --sync reducer|mpi       gradient exchange: the bucketed reducer (default) or one\n"
           "                           MPI_Allreduce of all gradients after backward (baseline)\n"
+          "  --device host|cuda       cuda: parameters and gradient buckets live in device memory\n"
+          "                           and are exchanged by the device transports (CUDA-aware\n"
+          "                           MPI, staged, NCCL: DDP_TRANSPORT); the model's arithmetic\n"
+          "                           stays on the CPU. DDP_DEVICE_EMULATE=1 runs it without a GPU\n"
           "  --data DIR               Fashion-MNIST IDX files (default %s)\n"
           "  --metrics FILE.csv       per-epoch metrics (rank 0)\n"
           "  --checkpoint-activations recompute each block's activations during backward\n"
@@ -171,6 +176,14 @@ static int parse_args(int argc, char **argv, opts_t *o) {
         return -1;
       }
       i++;
+    } else if (FLAG("--device")) {
+      if (v && strcmp(v, "host") == 0) o->device = 0;
+      else if (v && strcmp(v, "cuda") == 0) o->device = 1;
+      else {
+        fprintf(stderr, "ddp_train: --device expects host or cuda, got '%s'\n", v ? v : "(missing)");
+        return -1;
+      }
+      i++;
     } else if (FLAG("--data")) {
       if (!v) return fprintf(stderr, "ddp_train: --data needs a folder\n"), -1;
       o->data = v, i++;
@@ -213,6 +226,10 @@ static int parse_args(int argc, char **argv, opts_t *o) {
     }
 #undef FLAG
   }
+  if (o->device && o->sync != SYNC_REDUCER) {
+    fprintf(stderr, "ddp_train: --device cuda needs --sync reducer\n");
+    return -1;
+  }
   if (o->checkpoint_every && !o->checkpoint) {
     fprintf(stderr, "ddp_train: --checkpoint-every needs --checkpoint FILE\n");
     return -1;
@@ -224,11 +241,22 @@ static int parse_args(int argc, char **argv, opts_t *o) {
 typedef struct ready_ctx {
   ddp_reducer_t *reducer;
   ddp_status_t st;
+  /* --device cuda: the host gradient is copied into its device bucket view on `stream`
+   * first; the reducer orders the bucket's allreduce after the stream's work. */
+  ddp_comm_t *comm;
+  ddp_stream_t stream;
+  float **host_grad;
+  void **dev_grad;
+  const size_t *count;
 } ready_ctx_t;
 
 static void on_grad_ready(size_t i, void *ctx) {
   ready_ctx_t *c = (ready_ctx_t *)ctx;
-  if (c->reducer && c->st == DDP_OK) c->st = ddp_reducer_grad_ready(c->reducer, i);
+  if (!c->reducer || c->st != DDP_OK) return;
+  if (c->dev_grad)
+    c->st = ddp_memcpy_async(c->comm, c->dev_grad[i], c->host_grad[i], c->count[i] * sizeof(float),
+                             c->stream);
+  if (c->st == DDP_OK) c->st = ddp_reducer_grad_ready(c->reducer, i);
 }
 
 /* Test accuracy over the first n_test images, split into contiguous ranges across ranks and
@@ -390,6 +418,30 @@ int main(int argc, char **argv) {
     params[i] = (ddp_param_t){.data = m.param[i], .count = m.count[i], .dtype = DDP_F32,
                               .mem = DDP_MEM_HOST, .name = m.pname[i], .grad = NULL};
   ddp_reducer_stats_t rs = {0};
+  ddp_stream_t stream = NULL;
+  void *dev_param[TM_MAX_PARAMS] = {0}, *dev_grad[TM_MAX_PARAMS] = {0};
+  float *host_grad[TM_MAX_PARAMS] = {0};
+  char devdesc[160] = "host";
+  if (o.device) {
+    if (!ddp_device_available(&comm)) {
+      char why[160];
+      ddp_device_describe(&comm, why, sizeof why);
+      if (rank == 0)
+        fprintf(stderr, "ddp_train: --device cuda: no device on this rank: %s (a GPU, or "
+                "DDP_DEVICE_EMULATE=1 for the host emulation)\n", why);
+      MPI_Abort(MPI_COMM_WORLD, 4);
+    }
+    APP_CHECK(ddp_device_describe(&comm, devdesc, sizeof devdesc));
+    APP_CHECK(ddp_stream_create(&comm, &stream));
+    for (size_t i = 0, off = 0; i < m.nparams; off += m.count[i], i++) {
+      host_grad[i] = flat_grad + off;
+      APP_CHECK(ddp_device_malloc(&comm, m.count[i] * sizeof(float), &dev_param[i]));
+      APP_CHECK(ddp_memcpy_async(&comm, dev_param[i], m.param[i], m.count[i] * sizeof(float), stream));
+      params[i].data = dev_param[i];
+      params[i].mem = DDP_MEM_CUDA;
+    }
+    APP_CHECK(ddp_stream_synchronize(&comm, stream));
+  }
   if (o.sync == SYNC_REDUCER) {
     ddp_reducer_opts_t ro;
     APP_CHECK(ddp_reducer_opts_default(&ro));
@@ -398,8 +450,15 @@ int main(int argc, char **argv) {
     if (ro.first_bucket_mb > o.bucket_cap_mb) ro.first_bucket_mb = o.bucket_cap_mb;
     ro.hook = o.hook;
     ro.algo = o.algo;
+    ro.stream = stream;
     APP_CHECK(ddp_reducer_create(&comm, params, m.nparams, &ro, &reducer));
     APP_CHECK(ddp_reducer_stats(reducer, &rs));
+    if (o.device) {
+      /* The reducer broadcast rank 0's parameters on the device: take them back. */
+      for (size_t i = 0; i < m.nparams; i++)
+        APP_CHECK(ddp_memcpy_async(&comm, m.param[i], dev_param[i], m.count[i] * sizeof(float), stream));
+      APP_CHECK(ddp_stream_synchronize(&comm, stream));
+    }
   } else {
     /* Same starting point on every rank, as the reducer's creation guarantees. */
     MPI_Bcast(m.param_block, (int)m.total, MPI_FLOAT, 0, world);
@@ -430,8 +489,9 @@ int main(int argc, char **argv) {
     printf("# SGD lr %g momentum %g wd %g, warmup %llu steps then cosine to 0 over %llu steps\n",
            o.lr, o.momentum, o.wd, (unsigned long long)warmup, (unsigned long long)total_steps);
     if (o.sync == SYNC_REDUCER)
-      printf("# grad sync: reducer, %zu bucket(s) (cap %g MB), hook %s, algo %s; BLAS threads %d\n",
-             rs.nbuckets, o.bucket_cap_mb, hook_name(o.hook), o.algo ? o.algo : "auto", o.threads);
+      printf("# grad sync: reducer, %zu bucket(s) (cap %g MB), hook %s, algo %s, buckets on %s; "
+             "BLAS threads %d\n", rs.nbuckets, o.bucket_cap_mb, hook_name(o.hook),
+             o.algo ? o.algo : "auto", o.device ? devdesc : "host", o.threads);
     else
       printf("# grad sync: one MPI_Allreduce of all %zu gradients after backward; BLAS threads %d\n",
              m.total, o.threads);
@@ -449,7 +509,9 @@ int main(int argc, char **argv) {
     fflush(stdout);
   }
 
-  ready_ctx_t rctx = {.reducer = reducer, .st = DDP_OK};
+  ready_ctx_t rctx = {.reducer = reducer, .st = DDP_OK, .comm = &comm, .stream = stream,
+                      .host_grad = host_grad, .dev_grad = o.device ? dev_grad : NULL,
+                      .count = m.count};
   double acc = 0.0, run_t0 = train_now();
   int stopped = 0;
   for (uint64_t epoch = start_epoch; epoch < (uint64_t)o.epochs && !stopped; epoch++) {
@@ -465,15 +527,29 @@ int main(int argc, char **argv) {
     for (uint64_t s = first; s < steps; s++) {
       APP_CHECK(ddp_loader_next(loader, &b));
       if (b.count == 0) break;
-      if (reducer)
+      if (reducer && o.device) {
+        for (size_t i = 0; i < m.nparams; i++) {
+          APP_CHECK(ddp_reducer_grad(reducer, i, &dev_grad[i]));
+          m.grad[i] = host_grad[i];
+        }
+      } else if (reducer) {
         for (size_t i = 0; i < m.nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, (void **)&m.grad[i]));
+      }
       double loss = tm_forward(&m, b.x, b.y, (int)b.count);
       tm_backward(&m, b.x, b.y, (int)b.count, on_grad_ready, &rctx);
       APP_CHECK(rctx.st);
       if (reducer) {
         APP_CHECK(ddp_reducer_finish(reducer));
         /* finish() may rebuild the buckets (first iteration): fetch the views again. */
-        for (size_t i = 0; i < m.nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, (void **)&m.grad[i]));
+        if (o.device) {
+          for (size_t i = 0; i < m.nparams; i++) {
+            APP_CHECK(ddp_reducer_grad(reducer, i, &dev_grad[i]));
+            APP_CHECK(ddp_memcpy_async(&comm, host_grad[i], dev_grad[i], m.count[i] * sizeof(float), stream));
+          }
+          APP_CHECK(ddp_stream_synchronize(&comm, stream));
+        } else {
+          for (size_t i = 0; i < m.nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, (void **)&m.grad[i]));
+        }
       } else {
         if (MPI_Allreduce(MPI_IN_PLACE, flat_grad, (int)m.total, MPI_FLOAT, MPI_SUM, world) != MPI_SUCCESS)
           MPI_Abort(MPI_COMM_WORLD, 1);
@@ -576,6 +652,9 @@ int main(int argc, char **argv) {
   if (metrics) fclose(metrics);
   if (steplog) fclose(steplog);
   if (reducer) APP_CHECK(ddp_reducer_destroy(reducer));
+  for (size_t i = 0; i < m.nparams; i++)
+    if (dev_param[i]) APP_CHECK(ddp_device_free(&comm, dev_param[i]));
+  if (stream) APP_CHECK(ddp_stream_destroy(&comm, stream));
   ddp_loader_destroy(loader);
   ddp_sampler_destroy(sampler);
   ddp_dataset_destroy(train);

@@ -20,6 +20,7 @@ if(TARGET ddp_train)
   ddp_add_train_check(train_equiv_np124 equiv "train;mpi" 120)
   ddp_add_train_check(train_resume_np2 resume "train;mpi" 120)
   ddp_add_train_check(train_ckpt_corrupt_np2 corrupt "train;mpi" 180)
+  ddp_add_train_check(train_device_emulated_np2 device "train;mpi;emulate" 120)
   ddp_add_train_check(train_accuracy_np2 accuracy "train;mpi" 180)
 endif()
 

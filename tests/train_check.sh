@@ -4,6 +4,7 @@
 # MODE: equiv    np = 1, 2, 4 with the same global batch give the same per-epoch loss (1e-4)
 #       resume   an interrupted run resumed from its checkpoint logs the very same losses
 #       corrupt  corrupt / truncated / mismatched checkpoints are refused, nothing overwritten
+#       device   --device cuda (DDP_DEVICE_EMULATE=1) logs the same losses as the host run
 #       accuracy np = 2, one full epoch reaches >= 84% test accuracy
 set -uo pipefail
 mode=$1 mpiexec=$2 train=$3 scratch=$4
@@ -95,6 +96,21 @@ corrupt)
     say "$name: refused (exit $rc): $(grep -m1 'cannot resume' case.out)"
   done
   ;;
+device)
+  # --device cuda under the host emulation: parameters and buckets in "device" memory, the
+  # exchange through the device transports; the losses must equal the host run's bit for bit
+  # (np=2: a + b is exact in either order). Two buckets, so both views are exercised.
+  common=(--epochs 2 --batch 32 --bucket-cap-mb 0.5 "${quick[@]}")
+  rm -f host.log dev.log
+  "${mpirun[@]}" -np 2 "$train" "${common[@]}" --log-steps host.log >host.out 2>&1 || bad "host run: $?"
+  "${mpirun[@]}" -np 2 -x DDP_DEVICE_EMULATE=1 "$train" "${common[@]}" --device cuda \
+    --log-steps dev.log >dev.out 2>&1 || bad "device run: $? $(tail -3 dev.out)"
+  grep -q "buckets on emulated" dev.out || bad "device run did not use the emulated device: $(grep 'grad sync' dev.out)"
+  grep -q "2 bucket(s)" dev.out || bad "expected 2 buckets: $(grep 'grad sync' dev.out)"
+  [ "$(wc -l <host.log)" -eq 24 ] || bad "host run logged $(wc -l <host.log) steps"
+  cmp -s host.log dev.log || bad "device losses differ from host: $(diff host.log dev.log | head -3)"
+  say "24 steps identical on host and emulated-device buckets"
+  ;;
 accuracy)
   "${mpirun[@]}" -np 2 "$train" --epochs 1 --no-progress >acc.out 2>&1 || bad "run: $?"
   cat acc.out
@@ -102,7 +118,7 @@ accuracy)
   awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 84.0) }' || bad "test accuracy ${acc:-none}% < 84%"
   ;;
 *)
-  echo "usage: $0 equiv|resume|corrupt|accuracy MPIEXEC DDP_TRAIN SCRATCH" >&2
+  echo "usage: $0 equiv|resume|corrupt|device|accuracy MPIEXEC DDP_TRAIN SCRATCH" >&2
   exit 2
   ;;
 esac
