@@ -95,3 +95,8 @@ if(TARGET ddp_train)
   set_tests_properties(robust_kill_train_np3 PROPERTIES TIMEOUT 150 LABELS "quick;robust"
     ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
 endif()
+
+# ---- cost of DDP_CHECK=1 (the README's table: `robust_fpcost 7 fpcost.json` at np 2) ---------
+ddp_add_test_exe(robust_fpcost robust_fpcost.c)
+ddp_add_mpi_test(NAME robust_fpcost_smoke_np2 EXE robust_fpcost NP 2 ARGS 1 LABELS quick robust
+  TIMEOUT 60)
