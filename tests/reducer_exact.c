@@ -279,7 +279,9 @@ static void test_iterations(void) {
   for (int views = 0; views <= 1; views++)
     for (int caps = 0; caps < 3; caps++) {
       double cap = caps == 0 ? 25.0 : caps == 1 ? 25.0 : 1e-6, first = caps == 0 ? 25.0 : caps == 1 ? 0.25 : 1e-6;
+      /* Every algorithm once (many buckets, views on); the other layouts with auto. */
       for (const char *const *a = algos; *a; a++) {
+        if (!(views == 1 && caps == 2) && a != algos) continue;
         char label[96];
         snprintf(label, sizeof label, "f32 views=%d caps=%d algo=%s", views, caps, *a);
         setup_t s = {label, F32S, n, cap, first, views, DDP_HOOK_NONE, 0, 0, *a};
