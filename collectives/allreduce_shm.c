@@ -182,7 +182,16 @@ static ddp_status_t shm_small(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
   return DDP_OK;
 }
 
-/* Large: chunked reduce-scatter + allgather through the published locations. */
+/* Copies the slices other ranks will read (all but `me`) of a staged chunk. */
+static void copy_in_others(char *stage, const char *src, const size_t *o, const size_t *l, int me,
+                           int n, size_t es) {
+  size_t head = o[me] * es, tail_off = (o[me] + l[me]) * es, total = (o[n - 1] + l[n - 1]) * es;
+  if (head) memcpy(stage, src, head);
+  if (total > tail_off) memcpy(stage + tail_off, src + tail_off, total - tail_off);
+}
+
+/* Large: chunked reduce-scatter + allgather through the published locations. A staged input
+ * only copies the slices the peers read; this rank reads its own slice from the user buffer. */
 static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) {
   ddp__coll_t *cs = x->cs;
   size_t es = ddp_dtype_size(a->dtype), bytes = a->count * es;
@@ -202,7 +211,9 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
   }
   /* Chunk 0's copy-in goes before the barrier that publishes the descriptors. */
   size_t m0 = a->count < chunk ? a->count : chunk;
-  if (lin.id == LOC_STAGE) memcpy(s->stage[me] + (s->flip & 1) * HALF_BYTES, a->send, m0 * es);
+  ddp__split(m0, n, o, l);
+  if (lin.id == LOC_STAGE)
+    copy_in_others(s->stage[me] + (s->flip & 1) * HALF_BYTES, a->send, o, l, me, n, es);
   ddp_status_t st = barrier(x, s);
   /* Peers' bases (NULL = their staging half). */
   for (int q = 0; q < n && st == DDP_OK; q++) {
@@ -215,19 +226,19 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
     size_t m = a->count - base < chunk ? a->count - base : chunk;
     size_t h = (s->flip++ & 1) * HALF_BYTES;
     ddp__split(m, n, o, l);
-    /* Copy-in when the input is not in the pool. */
     if (base > 0) {
-      if (!s->src[me]) memcpy(s->stage[me] + h, (const char *)a->send + base * es, m * es);
+      if (!s->src[me])
+        copy_in_others(s->stage[me] + h, (const char *)a->send + base * es, o, l, me, n, es);
       st = barrier(x, s);
       if (st != DDP_OK) break;
     }
     /* Reduce slice `me` of the chunk from every input. */
     for (int q = 0; q < n; q++)
       s->in[q] = s->src[q] ? s->src[q] + base * es : s->stage[q] + h;
+    if (!s->src[me]) s->in[me] = (const char *)a->send + base * es;
     char *dst = s->res[me] ? s->res[me] + (base + o[me]) * es : s->stage[me] + h + o[me] * es;
     /* If the result aliases this rank's own input, start from it and add the others. */
-    const char *mine = s->in[me] + o[me] * es;
-    if (dst == mine) {
+    if (dst == s->in[me] + o[me] * es) {
       for (int q = 0; q < n; q++)
         if (q != me) ddp__reduce_host(dst, s->in[q] + o[me] * es, l[me], a->dtype, a->op);
     } else {
@@ -237,7 +248,7 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
     if (st != DDP_OK) break;
     /* Gather every slice into recv. */
     for (int q = 0; q < n; q++) {
-      const char *from = s->res[q] ? s->res[q] + base * es + o[q] * es : s->stage[q] + h + o[q] * es;
+      const char *from = s->res[q] ? s->res[q] + (base + o[q]) * es : s->stage[q] + h + o[q] * es;
       char *to = (char *)a->recv + (base + o[q]) * es;
       if (from != to) ddp__copy_host(to, from, l[q] * es);
     }
@@ -271,13 +282,14 @@ ddp_status_t ddp__shm_reduce_scatter(ddp__ctx_t *x, const void *send, void *recv
   size_t h = (s->flip++ & 1) * HALF_BYTES;
   loc_t lin = locate(cs, send, bytes);
   s->ctrl[me]->desc[0][0] = lin;
-  if (lin.id == LOC_STAGE) memcpy(s->stage[me] + h, send, bytes);
+  if (lin.id == LOC_STAGE) copy_in_others(s->stage[me] + h, send, o, l, me, n, es);
   ddp_status_t st = barrier(x, s);
   for (int q = 0; q < n && st == DDP_OK; q++) {
     char *p = NULL;
     st = resolve(cs, q, s->ctrl[q]->desc[0][0], &p);
     s->in[q] = p ? p : s->stage[q] + h;
   }
+  if (lin.id == LOC_STAGE) s->in[me] = send;
   if (st == DDP_OK) {
     char *dst = (char *)recv + o[me] * es;
     if (dst == s->in[me] + o[me] * es) {

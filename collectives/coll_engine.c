@@ -290,10 +290,10 @@ static int overlap(const void *a, size_t na, const void *b, size_t nb) {
   return na && nb && x < y + nb && y < x + na;
 }
 
-static ddp_status_t new_request(ddp__comm_t *c, ddp__coll_kind_t kind,
-                                const ddp_coll_opts_t *opts, struct ddp_request **out) {
-  struct ddp_request *r = calloc(1, sizeof *r);
-  if (!r) return ddp__error(DDP_ENOMEM, "collective request: out of memory");
+/* Requests are built on the caller's stack; post() copies non-blocking ones to the heap. */
+static void init_request(ddp__comm_t *c, ddp__coll_kind_t kind, const ddp_coll_opts_t *opts,
+                         struct ddp_request *r) {
+  memset(r, 0, sizeof *r);
   r->c = c;
   r->kind = kind;
   r->root = -1;
@@ -305,8 +305,6 @@ static ddp_status_t new_request(ddp__comm_t *c, ddp__coll_kind_t kind,
       r->opts.algo = r->algo_name;
     }
   }
-  *out = r;
-  return DDP_OK;
 }
 
 ddp_status_t ddp_coll_opts_default(ddp_coll_opts_t *opts) {
@@ -318,22 +316,26 @@ ddp_status_t ddp_coll_opts_default(ddp_coll_opts_t *opts) {
   return DDP_OK;
 }
 
-/* Posts a prepared request: blocking runs it to completion and frees it. */
+/* Posts a prepared request: blocking runs it to completion here; non-blocking hands a heap
+ * copy to the engine. */
 static ddp_status_t post(struct ddp_request *r, ddp_request_t **req) {
   if (!req) {
     ddp_status_t st = submit(r, 1);
     if (st == DDP_OK) st = finish_status(r);
-    free(r);
     return st;
   }
-  ddp__comm_retain(r->c);
-  ddp_status_t st = submit(r, 0);
+  struct ddp_request *h = malloc(sizeof *h);
+  if (!h) return ddp__error(DDP_ENOMEM, "collective request: out of memory");
+  memcpy(h, r, sizeof *h);
+  if (r->opts.algo == r->algo_name) h->opts.algo = h->algo_name;
+  ddp__comm_retain(h->c);
+  ddp_status_t st = submit(h, 0);
   if (st != DDP_OK) {
-    ddp__comm_release(r->c);
-    free(r);
+    ddp__comm_release(h->c);
+    free(h);
     return st;
   }
-  *req = r;
+  *req = h;
   return DDP_OK;
 }
 
@@ -356,8 +358,8 @@ static ddp_status_t allreduce_post(ddp_comm_t *comm, const void *send, void *rec
   DDP_CHECK_ARG(send == recv || !overlap(send, bytes, recv, bytes),
                 "send %p and recv %p overlap partially (%zu bytes): use the same pointer or "
                 "DDP_IN_PLACE for an in-place allreduce", send, (void *)recv, bytes);
-  struct ddp_request *r = NULL;
-  DDP_TRY(new_request(c, DDP__COLL_ALLREDUCE, opts, &r));
+  struct ddp_request rr, *r = &rr;
+  init_request(c, DDP__COLL_ALLREDUCE, opts, r);
   r->send = send;
   r->recv = recv;
   r->count = count;
@@ -367,11 +369,7 @@ static ddp_status_t allreduce_post(ddp_comm_t *comm, const void *send, void *rec
     ddp__ctx_t x;
     ddp__ctx_world(&x, c, "allreduce", bytes, r->opts.tag);
     ddp__ar_t a = {send, recv, count, dtype, op == DDP_AVG ? DDP_SUM : op};
-    ddp_status_t st = ddp__select(c, r->opts.algo, &x, &a, &r->algo);
-    if (st != DDP_OK) {
-      free(r);
-      return st;
-    }
+    DDP_TRY(ddp__select(c, r->opts.algo, &x, &a, &r->algo));
   }
   return post(r, nb ? req : NULL);
 }
@@ -400,8 +398,8 @@ static ddp_status_t broadcast_post(ddp_comm_t *comm, void *buf, size_t count, dd
   DDP_CHECK_ARG(count == 0 || buf != NULL, "buf is NULL with count %zu", count);
   DDP_CHECK_ARG(root >= 0 && root < c->size, "root %d is out of range (world size %d)", root,
                 c->size);
-  struct ddp_request *r = NULL;
-  DDP_TRY(new_request(c, DDP__COLL_BROADCAST, opts, &r));
+  struct ddp_request rr, *r = &rr;
+  init_request(c, DDP__COLL_BROADCAST, opts, r);
   r->send = r->recv = buf;
   r->count = count;
   r->dtype = dtype;
@@ -439,8 +437,8 @@ static ddp_status_t allgather_post(ddp_comm_t *comm, const void *send, void *rec
   DDP_CHECK_ARG(send == mine || !overlap(send, bytes, recv, bytes * (size_t)c->size),
                 "send %p overlaps recv %p but is not this rank's block (recv + rank*send_count): "
                 "use DDP_IN_PLACE", send, recv);
-  struct ddp_request *r = NULL;
-  DDP_TRY(new_request(c, DDP__COLL_ALLGATHER, opts, &r));
+  struct ddp_request rr, *r = &rr;
+  init_request(c, DDP__COLL_ALLGATHER, opts, r);
   r->send = send;
   r->recv = recv;
   r->count = send_count;
@@ -478,8 +476,8 @@ static ddp_status_t reduce_scatter_post(ddp_comm_t *comm, const void *send, void
   DDP_CHECK_ARG(send == recv || !overlap(send, bytes * (size_t)c->size, recv, bytes),
                 "send %p and recv %p overlap partially: use DDP_IN_PLACE (input in recv, "
                 "size*recv_count elements; result in its first recv_count)", send, recv);
-  struct ddp_request *r = NULL;
-  DDP_TRY(new_request(c, DDP__COLL_REDUCE_SCATTER, opts, &r));
+  struct ddp_request rr, *r = &rr;
+  init_request(c, DDP__COLL_REDUCE_SCATTER, opts, r);
   r->send = send;
   r->recv = recv;
   r->count = recv_count;
@@ -504,8 +502,8 @@ static ddp_status_t barrier_post(ddp_comm_t *comm, ddp_request_t **req, int nb) 
   ddp__comm_t *c = NULL;
   DDP_TRY(ddp__comm_get(comm, "comm", &c));
   if (nb) DDP_CHECK_ARG(req != NULL, "req is NULL");
-  struct ddp_request *r = NULL;
-  DDP_TRY(new_request(c, DDP__COLL_BARRIER, NULL, &r));
+  struct ddp_request rr, *r = &rr;
+  init_request(c, DDP__COLL_BARRIER, NULL, r);
   return post(r, nb ? req : NULL);
 }
 

@@ -1,6 +1,8 @@
 /* Allreduce correctness: every algorithm x dtype x op x count x in/out-of-place on
  * integer-valued data (exact results), results bitwise identical on every rank.
- * Usage: coll_allreduce [algos|all] [counts: quick|big] [mem: host|pool]
+ * Usage: coll_allreduce [algos|all] [counts: quick|big] [mem: host|pool|mixed]
+ *   mixed: even ranks use ddp_alloc buffers, odd ranks malloc (zero-copy and copy-in peers
+ *   in the same collective).
  *   algos: comma-separated names ("all": every name of ddp_allreduce_algos()); an algorithm
  *   that cannot run here (shm over several nodes) must fail with a message listing the
  *   usable ones, and is then skipped. */
@@ -50,7 +52,8 @@ int main(int argc, char **argv) {
   ddp_comm_size(&comm, &size_);
   const char *algos = argc > 1 ? argv[1] : "all";
   int big = argc > 2 && !strcmp(argv[2], "big");
-  int pool = argc > 3 && !strcmp(argv[3], "pool");
+  int mixed = argc > 3 && !strcmp(argv[3], "mixed");
+  int pool = argc > 3 && (!strcmp(argv[3], "pool") || mixed);
 
   size_t p = (size_t)size_;
   size_t counts[] = {0, 1, p > 1 ? p - 1 : 2, p, p + 1, 1031, 100003, 1000003, (size_t)4 << 20};
@@ -58,9 +61,14 @@ int main(int argc, char **argv) {
   size_t maxn = big ? ((size_t)4 << 20) : 100003;
   size_t bytes = maxn * 8;
   void *sbuf = NULL, *rbuf = NULL;
+  void *pool_s = NULL, *pool_r = NULL;
   if (pool) {
-    CHECK_OK(ddp_alloc(&comm, bytes, &sbuf));
-    CHECK_OK(ddp_alloc(&comm, bytes, &rbuf));
+    CHECK_OK(ddp_alloc(&comm, bytes, &pool_s));
+    CHECK_OK(ddp_alloc(&comm, bytes, &pool_r));
+  }
+  if (pool && !(mixed && rank_ % 2)) {
+    sbuf = pool_s;
+    rbuf = pool_r;
   } else {
     sbuf = malloc(bytes);
     rbuf = malloc(bytes);
@@ -100,12 +108,13 @@ int main(int argc, char **argv) {
         }
     if (rank_ == 0) printf("%s (runs as %s): %.2f s\n", algo, chosen, MPI_Wtime() - t0);
   }
-  if (pool) {
-    CHECK_OK(ddp_free(&comm, sbuf));
-    CHECK_OK(ddp_free(&comm, rbuf));
-  } else {
+  if (sbuf != pool_s) {
     free(sbuf);
     free(rbuf);
+  }
+  if (pool) {
+    CHECK_OK(ddp_free(&comm, pool_s));
+    CHECK_OK(ddp_free(&comm, pool_r));
   }
   int rc = ddp_test_finish("coll_allreduce");
   CHECK_OK(ddp_finalize(&comm));

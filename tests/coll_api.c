@@ -243,6 +243,18 @@ static void test_lifecycle(void) {
 
 int main(int argc, char **argv) {
   ddp_comm_t comm;
+  if (argc > 1 && !strcmp(argv[1], "badenv")) {
+    /* Run with DDP_ALLREDUCE_ALGO set to an unknown name: init refuses, listing the names. */
+    ddp_status_t st = ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm);
+    CHECK(st == DDP_ECONFIG, "ddp_init with a bad DDP_ALLREDUCE_ALGO returned %d: %s", (int)st,
+          ddp_last_error());
+    CHECK_MSG("DDP_ALLREDUCE_ALGO");
+    CHECK_MSG("ring");
+    if (st == DDP_OK) ddp_finalize(&comm);
+    int failed = ddp_test_failures_;
+    printf("coll_api badenv: %s\n", failed ? "FAIL" : "PASS");
+    return failed ? 1 : 0;
+  }
   ddp_status_t st = ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm);
   if (st != DDP_OK) {
     fprintf(stderr, "ddp_init: %s\n", ddp_last_error());

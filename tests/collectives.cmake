@@ -1,11 +1,39 @@
-# Collectives tests (prefix coll_): allreduce algorithms x dtypes x ops x counts, the other
-# collectives, non-blocking requests in flight, the shared pool, bad inputs.
+# Collectives tests (prefix coll_): allreduce algorithms x dtypes x ops x counts x in/out of
+# place, the other collectives, non-blocking requests in flight, the shared pool, bad inputs,
+# algorithm forcing, hier on virtual nodes, and the benchmark itself.
 ddp_add_test_exe(coll_allreduce coll_allreduce.c)
 ddp_add_test_exe(coll_api coll_api.c)
 foreach(np 1 2 3 4)
   ddp_add_mpi_test(NAME coll_allreduce_np${np} EXE coll_allreduce NP ${np} ARGS all quick host
     LABELS quick TIMEOUT 120)
   ddp_add_mpi_test(NAME coll_api_np${np} EXE coll_api NP ${np} LABELS quick TIMEOUT 120)
+endforeach()
+# Buffers from the node-shared pool (zero-copy shm), and a mix of pool and malloc peers.
+ddp_add_mpi_test(NAME coll_allreduce_pool_np2 EXE coll_allreduce NP 2 ARGS all quick pool
+  LABELS quick TIMEOUT 120)
+ddp_add_mpi_test(NAME coll_allreduce_mixed_np3 EXE coll_allreduce NP 3 ARGS shm,hier,auto quick mixed
+  LABELS quick TIMEOUT 120)
+# hier across virtual nodes of 2 ranks; np 3 has unequal nodes (hier must refuse clearly).
+ddp_add_mpi_test(NAME coll_allreduce_hier_vnodes_np4 EXE coll_allreduce NP 4 ARGS all quick mixed
+  LABELS quick TIMEOUT 120 ENV DDP_RANKS_PER_NODE=2)
+ddp_add_mpi_test(NAME coll_allreduce_hier_vnodes_np3 EXE coll_allreduce NP 3 ARGS hier,shm,auto quick host
+  LABELS quick TIMEOUT 120 ENV DDP_RANKS_PER_NODE=2)
+# DDP_ALLREDUCE_ALGO forcing: auto runs as the forced algorithm; an inapplicable one is refused
+# with the usable names; an unknown one fails ddp_init with the valid names.
+ddp_add_mpi_test(NAME coll_allreduce_forced_ring_np3 EXE coll_allreduce NP 3 ARGS auto quick host
+  LABELS quick TIMEOUT 120 ENV DDP_ALLREDUCE_ALGO=ring)
+ddp_add_mpi_test(NAME coll_allreduce_forced_shm_vnodes_np2 EXE coll_allreduce NP 2 ARGS auto quick host
+  LABELS quick TIMEOUT 120 ENV DDP_ALLREDUCE_ALGO=shm DDP_RANKS_PER_NODE=1)
+ddp_add_mpi_test(NAME coll_api_badenv_np2 EXE coll_api NP 2 ARGS badenv LABELS quick TIMEOUT 60
+  ENV DDP_ALLREDUCE_ALGO=bogus)
+# Large counts (1000003 and 4M elements) and more ranks.
+ddp_add_mpi_test(NAME coll_allreduce_big_np2 EXE coll_allreduce NP 2 ARGS all big pool
+  LABELS slow TIMEOUT 300)
+ddp_add_mpi_test(NAME coll_allreduce_big_np3 EXE coll_allreduce NP 3 ARGS all big host
+  LABELS slow TIMEOUT 300)
+foreach(np 5 8)
+  ddp_add_mpi_test(NAME coll_allreduce_ring_rhd_np${np} EXE coll_allreduce NP ${np} ARGS ring,rhd,shm quick host
+    LABELS slow TIMEOUT 300)
 endforeach()
 # The benchmark itself, small: every algorithm, checked results, JSON written (exit 1 if wrong).
 add_test(NAME coll_bench_smoke_np2 COMMAND ${DDP_MPIEXEC} ${DDP_MPIRUN_FLAGS} -np 2
