@@ -224,7 +224,16 @@ static ddp_status_t launch(ddp_reducer_t *r, size_t j) {
   b->done = 0;
   tl_bucket(r, "bucket launch", j);
   ddp_status_t st;
-  if (b->hooked) {
+  if (r->c->size == 1) {
+    /* One rank: the average is the gradient itself. Only the hook's rounding is applied, so
+     * results do not depend on the world size through anything but the data. */
+    st = DDP_OK;
+    if (b->hooked) {
+      ddp_dtype_t h = r->hook == DDP_HOOK_BF16 ? DDP_BF16 : DDP_F16;
+      st = ddp__rbuf_compress(r->comm, b->mem, b->half.ptr, b->buf.ptr, b->count, 1.0f, h, r->stream);
+    }
+    note_done(r, j, st, ddp__now());
+  } else if (b->hooked) {
     ddp_dtype_t h = r->hook == DDP_HOOK_BF16 ? DDP_BF16 : DDP_F16;
     /* Divide before rounding (as PyTorch's fp16_compress_hook) so the sum cannot overflow. */
     st = ddp__rbuf_compress(r->comm, b->mem, b->half.ptr, b->buf.ptr, b->count,
@@ -234,7 +243,7 @@ static ddp_status_t launch(ddp_reducer_t *r, size_t j) {
   } else {
     st = ddp_iallreduce(r->comm, DDP_IN_PLACE, b->buf.ptr, b->count, b->dtype, DDP_AVG, &o, &b->req);
   }
-  if (st != DDP_OK) {
+  if (st != DDP_OK && !b->done) {
     b->req = NULL;
     note_done(r, j, st, ddp__now());
   }
@@ -410,7 +419,7 @@ ddp_status_t ddp_reducer_finish(ddp_reducer_t *r) {
   if (r->has_device) remember(r, ddp__rbuf_sync(r->comm, DDP_MEM_CUDA, r->stream), "stream synchronize");
   ddp__timeline_event(r->c->timeline, 'E', "reducer finish", "reducer", NULL);
   /* Statistics: communication span of this iteration and the part of it finish waited for. */
-  if (r->t_first_launch > 0.0) {
+  if (r->t_first_launch > 0.0 && r->c->size > 1) {
     double comm = r->t_last_done - r->t_first_launch;
     double exposed = t_end - (t_wait > r->t_first_launch ? t_wait : r->t_first_launch);
     if (exposed < 0.0) exposed = 0.0;
