@@ -20,7 +20,12 @@
 #include "train_model.h"
 #include "train_util.h"
 
-typedef enum { SYNC_REDUCER = 0, SYNC_MPI } sync_kind_t;
+/* SYNC_LANES (--deterministic L): each global batch is cut into L fixed lanes (sample position
+ * mod L); every lane's gradient is computed on its own, weighted and summed in f64 and
+ * exchanged with one f64 ddp_allreduce. A lane is the same samples in the same order at any
+ * world size dividing L, and sums of a few f32 values are exact in f64, so np = 1, 2, 4 (L = 4)
+ * follow the same trajectory bit for bit, not just within rounding. */
+typedef enum { SYNC_REDUCER = 0, SYNC_MPI, SYNC_LANES } sync_kind_t;
 
 typedef struct opts {
   int epochs;
@@ -45,6 +50,7 @@ typedef struct opts {
   const char *log_steps;
   sync_kind_t sync;
   int device; /* 1: gradient buckets in device memory (--device cuda) */
+  long lanes; /* --deterministic L */
   int progress; /* -1 auto, 0 off, 1 on */
 } opts_t;
 
@@ -64,6 +70,9 @@ static void usage(FILE *f) {
           "  --hook none|fp16|bf16    gradient compression on the wire (default none)\n"
           "  --sync reducer|mpi       gradient exchange: the bucketed reducer (default) or one\n"
           "                           MPI_Allreduce of all gradients after backward (baseline)\n"
+          "  --deterministic L        world-size-independent arithmetic: L fixed lanes per global\n"
+          "                           batch, f64 gradient exchange (L a multiple of -np); the\n"
+          "                           loss curve is then bitwise the same at every -np dividing L\n"
           "  --device host|cuda       cuda: parameters and gradient buckets live in device memory\n"
           "                           and are exchanged by the device transports (CUDA-aware\n"
           "                           MPI, staged, NCCL: DDP_TRANSPORT); the model's arithmetic\n"
@@ -176,6 +185,9 @@ static int parse_args(int argc, char **argv, opts_t *o) {
         return -1;
       }
       i++;
+    } else if (FLAG("--deterministic")) {
+      if (parse_long(a, v, 1, 4096, &x)) return -1;
+      o->lanes = x, o->sync = SYNC_LANES, i++;
     } else if (FLAG("--device")) {
       if (v && strcmp(v, "host") == 0) o->device = 0;
       else if (v && strcmp(v, "cuda") == 0) o->device = 1;
@@ -227,7 +239,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
 #undef FLAG
   }
   if (o->device && o->sync != SYNC_REDUCER) {
-    fprintf(stderr, "ddp_train: --device cuda needs --sync reducer\n");
+    fprintf(stderr, "ddp_train: --device cuda needs the reducer (not --sync mpi or --deterministic)\n");
     return -1;
   }
   if (o->checkpoint_every && !o->checkpoint) {
@@ -317,7 +329,7 @@ int main(int argc, char **argv) {
   uint64_t rng = o.seed * 0x2545F4914F6CDD1DULL + 1;
   tm_init_params(&m, &rng);
   float *mom_block = calloc(m.total, sizeof(float));
-  float *flat_grad = calloc(m.total, sizeof(float)); /* --sync mpi, and the emergency path */
+  float *flat_grad = calloc(m.total, sizeof(float)); /* --sync mpi, --deterministic, --device */
   float *mom[TM_MAX_PARAMS];
   float *xbuf = malloc(sizeof(float) * (size_t)o.batch * m.in_elems);
   int32_t *ybuf = malloc(sizeof(int32_t) * (size_t)o.batch);
@@ -326,6 +338,25 @@ int main(int argc, char **argv) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   for (size_t i = 0, off = 0; i < m.nparams; off += m.count[i], i++) mom[i] = mom_block + off;
+
+  if (o.sync == SYNC_LANES && o.lanes % size != 0) {
+    if (rank == 0)
+      fprintf(stderr, "ddp_train: --deterministic %ld needs a lane count that is a multiple of the "
+              "%d ranks\n", o.lanes, size);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  double *grad64 = NULL; /* --deterministic: lane-weighted gradient sum, then the sample count */
+  float *lane_x = NULL;
+  int32_t *lane_y = NULL;
+  if (o.sync == SYNC_LANES) {
+    grad64 = malloc(sizeof(double) * (m.total + 1));
+    lane_x = malloc(sizeof(float) * (size_t)o.batch * m.in_elems);
+    lane_y = malloc(sizeof(int32_t) * (size_t)o.batch);
+    if (!grad64 || !lane_x || !lane_y) {
+      fprintf(stderr, "ddp_train: out of memory\n");
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
 
   /* ---- resume: rank 0 reads and checks the file, every rank gets its bytes ---- */
   uint64_t start_epoch = 0, start_step = 0, global_step = 0;
@@ -351,7 +382,7 @@ int main(int argc, char **argv) {
       tm_free(&m);
       ddp_dataset_destroy(train);
       ddp_dataset_destroy(test);
-      free(mom_block), free(flat_grad), free(xbuf), free(ybuf);
+      free(mom_block), free(flat_grad), free(xbuf), free(ybuf), free(grad64), free(lane_x), free(lane_y);
       ddp_finalize(&comm);
       return 3;
     }
@@ -492,6 +523,10 @@ int main(int argc, char **argv) {
       printf("# grad sync: reducer, %zu bucket(s) (cap %g MB), hook %s, algo %s, buckets on %s; "
              "BLAS threads %d\n", rs.nbuckets, o.bucket_cap_mb, hook_name(o.hook),
              o.algo ? o.algo : "auto", o.device ? devdesc : "host", o.threads);
+    else if (o.sync == SYNC_LANES)
+      printf("# grad sync: deterministic, %ld lanes (%ld per rank), one f64 allreduce of %zu "
+             "gradients after backward; BLAS threads %d\n", o.lanes, o.lanes / size, m.total,
+             o.threads);
     else
       printf("# grad sync: one MPI_Allreduce of all %zu gradients after backward; BLAS threads %d\n",
              m.total, o.threads);
@@ -535,10 +570,36 @@ int main(int argc, char **argv) {
       } else if (reducer) {
         for (size_t i = 0; i < m.nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, (void **)&m.grad[i]));
       }
-      double loss = tm_forward(&m, b.x, b.y, (int)b.count);
-      tm_backward(&m, b.x, b.y, (int)b.count, on_grad_ready, &rctx);
-      APP_CHECK(rctx.st);
-      if (reducer) {
+      double loss = 0.0;
+      if (o.sync == SYNC_LANES) {
+        /* Local sample j sits at position rank + j * size of the global batch, so its lane is
+         * (rank + j * size) mod L: the rank owns lanes rank, rank + size, ... (local lane
+         * j mod (L / size)). */
+        size_t per = (size_t)(o.lanes / size), E = m.in_elems;
+        memset(grad64, 0, sizeof(double) * (m.total + 1));
+        for (size_t k = 0; k < per; k++) {
+          size_t n = 0;
+          for (size_t j = k; j < b.count; j += per, n++) {
+            memcpy(lane_x + n * E, b.x + j * E, sizeof(float) * E);
+            lane_y[n] = b.y[j];
+          }
+          if (n == 0) continue;
+          loss += tm_forward(&m, lane_x, lane_y, (int)n) * (double)n;
+          tm_backward(&m, lane_x, lane_y, (int)n, NULL, NULL);
+          for (size_t e = 0; e < m.total; e++) grad64[e] += (double)flat_grad[e] * (double)n;
+        }
+        loss /= (double)b.count;
+        grad64[m.total] = (double)b.count;
+        APP_CHECK(ddp_allreduce(&comm, DDP_IN_PLACE, grad64, m.total + 1, DDP_F64, DDP_SUM, NULL));
+        for (size_t e = 0; e < m.total; e++) flat_grad[e] = (float)(grad64[e] / grad64[m.total]);
+      } else {
+        loss = tm_forward(&m, b.x, b.y, (int)b.count);
+        tm_backward(&m, b.x, b.y, (int)b.count, on_grad_ready, &rctx);
+        APP_CHECK(rctx.st);
+      }
+      if (o.sync == SYNC_LANES) {
+        /* averaged above */
+      } else if (reducer) {
         APP_CHECK(ddp_reducer_finish(reducer));
         /* finish() may rebuild the buckets (first iteration): fetch the views again. */
         if (o.device) {
@@ -645,6 +706,8 @@ int main(int argc, char **argv) {
   if (rank == 0 && !stopped) {
     printf("final: test accuracy %.2f%% after %d epochs (%d ranks, global batch %ld), %.1f s\n",
            100.0 * acc, o.epochs, size, o.batch * size, train_now() - run_t0);
+    printf("# final parameters: CRC32 0x%08x over %zu f32 values\n",
+           ckpt_crc32(m.param_block, sizeof(float) * m.total), m.total);
     if (reducer && ddp_reducer_stats(reducer, &rs) == DDP_OK && rs.iterations)
       printf("# reducer: %zu buckets, comm %.3f ms/step, exposed %.3f ms/step, %.0f%% hidden\n",
              rs.nbuckets, rs.comm_ms_avg, rs.exposed_ms_avg, 100.0 * rs.hidden_fraction);
@@ -662,6 +725,9 @@ int main(int argc, char **argv) {
   tm_free(&m);
   free(mom_block);
   free(flat_grad);
+  free(grad64);
+  free(lane_x);
+  free(lane_y);
   free(xbuf);
   free(ybuf);
   APP_CHECK(ddp_finalize(&comm));

@@ -4,6 +4,7 @@
 # MODE: equiv    np = 1, 2, 4 with the same global batch give the same per-epoch loss (1e-4)
 #       resume   an interrupted run resumed from its checkpoint logs the very same losses
 #       corrupt  corrupt / truncated / mismatched checkpoints are refused, nothing overwritten
+#       determ   --deterministic 4: np = 1, 2, 4 give bitwise the same losses and parameters
 #       device   --device cuda (DDP_DEVICE_EMULATE=1) logs the same losses as the host run
 #       accuracy np = 2, one full epoch reaches >= 84% test accuracy
 set -uo pipefail
@@ -33,6 +34,23 @@ equiv)
       bad "np=$np loss curve differs from np=1 by more than 1e-4 relative"
     fi
   done
+  ;;
+determ)
+  # --deterministic 4: np = 1, 2, 4 with the same global batch follow the very same trajectory:
+  # identical per-epoch losses and accuracies and the same CRC32 of the final parameters.
+  for np in 1 2 4; do
+    rm -f "det$np.csv"
+    "${mpirun[@]}" -np $np "$train" --epochs 2 --batch $((128 / np)) --deterministic 4 "${quick[@]}" \
+      --metrics "det$np.csv" >"det$np.out" 2>&1 || bad "np=$np exited with $?: $(tail -3 "det$np.out")"
+    grep -q "deterministic, 4 lanes ($((4 / np)) per rank)" "det$np.out" || bad "np=$np: mode line missing"
+  done
+  for np in 2 4; do
+    cmp -s <(cut -d, -f1-4 det1.csv) <(cut -d, -f1-4 "det$np.csv") ||
+      bad "np=$np metrics differ from np=1: $(diff <(cut -d, -f1-4 det1.csv) <(cut -d, -f1-4 "det$np.csv") | head -4)"
+    a=$(grep 'final parameters' det1.out) b=$(grep 'final parameters' "det$np.out")
+    [ -n "$a" ] && [ "$a" = "$b" ] || bad "np=$np final parameters differ: '$a' vs '$b'"
+  done
+  say "np=1,2,4 identical: $(grep 'final parameters' det1.out)"
   ;;
 resume)
   common=(--epochs 2 --batch 32 "${quick[@]}")
@@ -118,7 +136,7 @@ accuracy)
   awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 84.0) }' || bad "test accuracy ${acc:-none}% < 84%"
   ;;
 *)
-  echo "usage: $0 equiv|resume|corrupt|device|accuracy MPIEXEC DDP_TRAIN SCRATCH" >&2
+  echo "usage: $0 equiv|determ|resume|corrupt|device|accuracy MPIEXEC DDP_TRAIN SCRATCH" >&2
   exit 2
   ;;
 esac
