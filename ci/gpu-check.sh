@@ -39,8 +39,12 @@ OUT_DIR=${1:-${OUT:-$ROOT/build-gpucheck/gpu-check-out}}
 mkdir -p "$OUT_DIR"
 T0=$(date +%s)
 log() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT_DIR/summary.txt"; }
+BUDGET_S=${GPUCHECK_BUDGET_S:-470} # the whole run stays under 8 minutes
 step() { # step NAME TIMEOUT_S CMD... : runs CMD, output to OUT_DIR/NAME.txt, records the status
   local name=$1 to=$2; shift 2
+  local left=$(( BUDGET_S - ($(date +%s) - T0) ))
+  if [ "$left" -lt 10 ]; then log "$name: skipped (time budget of ${BUDGET_S}s used up)"; return 124; fi
+  [ "$to" -gt "$left" ] && to=$left
   timeout "$to" "$@" > "$OUT_DIR/$name.txt" 2>&1
   local rc=$?
   log "$name: rc=$rc ($*)"

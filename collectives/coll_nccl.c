@@ -69,6 +69,10 @@ ddp_status_t ddp__nccl_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call, ddp_
   ddp__comm_t *c = dc->c;
   ncclComm_t nc;
   DDP_TRY(nccl_comm(dc, &nc));
+  /* The progress engine's thread may run this: bind it to the communicator's device. */
+  cudaError_t ce = cudaSetDevice(c->device);
+  if (ce != cudaSuccess)
+    return ddp__error(DDP_ECUDA, "cudaSetDevice(%d) failed: %s", c->device, cudaGetErrorString(ce));
   ncclDataType_t t = ncclFloat32;
   DDP_TRY(nccl_type(call->dtype, &t));
   cudaStream_t s = (cudaStream_t)stream;
@@ -86,7 +90,6 @@ ddp_status_t ddp__nccl_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call, ddp_
       break;
     case DDP__COLL_BARRIER: break;
   }
-  (void)c;
   return DDP_OK;
 }
 
