@@ -19,7 +19,28 @@
  * latency-bound, so sleeping lets the peer we wait for run. */
 #define DDP__SPIN_FAST_S 2e-3
 
+/* Stall inspector: when a wait expires without knowing which peers are missing (a wait on an
+ * MPI collective request), the rank asks every other rank what it is doing. A rank that has
+ * itself been waiting inside the library for more than DDP__ANSWER_AFTER_S answers with the
+ * collective it waits in; ranks that do not answer within the grace period are busy outside
+ * the library, stalled or dead. Up to DDP__INSPECT_MAX ranks (messages grow as P^2). */
+#define DDP__ANSWER_AFTER_S 0.25
+#define DDP__INSPECT_MAX 256
+#define DDP__TAG_PROBE 1
+#define DDP__TAG_REPLY 2
+
+/* One probe or reply on the inspector's communicator (64 bytes, MPI_BYTE). */
+typedef struct {
+  int64_t nonce;   /* the prober's round; echoed in the reply */
+  int64_t seq;     /* collective the sender waits in (-1: not waiting) */
+  int64_t bytes;
+  int64_t waited_ms;
+  char coll[32];
+} ddp__probe_msg_t;
+
 struct ddp__guard {
+  MPI_Comm pcomm;       /* duplicate of world for the stall inspector's probes and replies */
+  int64_t nonce;        /* inspector rounds started by this rank */
   MPI_Comm fpcomm;      /* duplicate of world for fingerprints (DDP_CHECK=1 only) */
   pthread_mutex_t mu;   /* fingerprint exchanges are serialised: order = posting order */
   int broken;           /* an exchange timed out under DDP_ON_TIMEOUT=return */
@@ -42,7 +63,15 @@ ddp_status_t ddp__guard_comm_init(ddp__comm_t *c) {
   struct ddp__guard *g = calloc(1, sizeof *g);
   if (!g) return ddp__error(DDP_ENOMEM, "guard: out of memory");
   g->fpcomm = MPI_COMM_NULL;
+  g->pcomm = MPI_COMM_NULL;
   pthread_mutex_init(&g->mu, NULL);
+  int prc = c->size > 1 ? MPI_Comm_dup(c->world, &g->pcomm) : MPI_SUCCESS;
+  if (prc != MPI_SUCCESS) {
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+    return ddp__mpi_error(prc, "MPI_Comm_dup (stall inspector)");
+  }
+  if (g->pcomm != MPI_COMM_NULL) MPI_Comm_set_errhandler(g->pcomm, MPI_ERRORS_RETURN);
   if (c->cfg.check) {
     size_t n = (size_t)c->size;
     g->all = calloc(n * DDP__FP_FIELDS, sizeof *g->all);
@@ -53,6 +82,7 @@ ddp_status_t ddp__guard_comm_init(ddp__comm_t *c) {
       ddp_status_t st = rc != MPI_SUCCESS ? ddp__mpi_error(rc, "MPI_Comm_dup (fingerprints)")
                                           : ddp__error(DDP_ENOMEM, "guard: out of memory");
       free(g->all), free(g->reqs), free(g->peers);
+      if (g->pcomm != MPI_COMM_NULL) MPI_Comm_free(&g->pcomm);
       pthread_mutex_destroy(&g->mu);
       free(g);
       return st;
@@ -80,6 +110,7 @@ void ddp__guard_comm_fini(ddp__comm_t *c) {
     }
   }
   if (g->fpcomm != MPI_COMM_NULL) MPI_Comm_free(&g->fpcomm);
+  if (g->pcomm != MPI_COMM_NULL) MPI_Comm_free(&g->pcomm);
   if (g->broken && c->size > DDP__FP_P2P_MAX) {
     c->guard = NULL; /* MPI may still write into g->all: leave it rather than free it */
     return;
@@ -113,15 +144,136 @@ static void format_peers(char *buf, size_t cap, const int *peers, int n) {
   free(tmp);
 }
 
+/* ---- stall inspector ------------------------------------------------------------------- */
+static void probe_fill(ddp__probe_msg_t *m, int64_t nonce, const ddp__wait_desc_t *d, double waited) {
+  memset(m, 0, sizeof *m);
+  m->nonce = nonce;
+  m->seq = d ? (int64_t)d->seq : -1;
+  m->bytes = d ? (int64_t)d->bytes : 0;
+  m->waited_ms = (int64_t)(waited * 1e3);
+  snprintf(m->coll, sizeof m->coll, "%s", d && d->coll ? d->coll : "?");
+}
+
+/* Answers every probe that has arrived with what this rank is waiting for. Called from long
+ * waits only (matched probes: safe from several threads). */
+static void answer_probes(ddp__comm_t *c, const ddp__wait_desc_t *d, double waited) {
+  struct ddp__guard *g = c->guard;
+  if (!g || g->pcomm == MPI_COMM_NULL) return;
+  for (int k = 0; k < 64; k++) { /* bounded: at most one probe per peer and round */
+    int flag = 0;
+    MPI_Message msg;
+    MPI_Status stt;
+    if (MPI_Improbe(MPI_ANY_SOURCE, DDP__TAG_PROBE, g->pcomm, &flag, &msg, &stt) != MPI_SUCCESS ||
+        !flag)
+      return;
+    ddp__probe_msg_t in, out;
+    if (MPI_Mrecv(&in, (int)sizeof in, MPI_BYTE, &msg, MPI_STATUS_IGNORE) != MPI_SUCCESS) return;
+    probe_fill(&out, in.nonce, d, waited);
+    /* 64 bytes go eagerly: this send does not wait for the prober. */
+    MPI_Send(&out, (int)sizeof out, MPI_BYTE, stt.MPI_SOURCE, DDP__TAG_REPLY, g->pcomm);
+  }
+}
+
+/* Asks every other rank what it is doing and writes, into `out`, the ranks that are not
+ * waiting in the same collective (the culprits) and, into `detail`, what each said. Takes at
+ * most `grace` seconds. Returns the number of culprits, -1 if the inspector cannot run. */
+static int inspect(ddp__comm_t *c, const ddp__wait_desc_t *d, double waited, double grace,
+                   char *out, size_t outcap, char *detail, size_t detcap) {
+  struct ddp__guard *g = c->guard;
+  int n = c->size;
+  if (!g || g->pcomm == MPI_COMM_NULL || n < 2 || n > DDP__INSPECT_MAX) return -1;
+  ddp__probe_msg_t *rep = calloc((size_t)n, sizeof *rep);
+  MPI_Request *rq = malloc((size_t)n * sizeof *rq);
+  int *state = calloc((size_t)n, sizeof *state); /* 0 pending, 1 same wait, 2 elsewhere */
+  if (!rep || !rq || !state) {
+    free(rep), free(rq), free(state);
+    return -1;
+  }
+  int64_t nonce = ++g->nonce;
+  ddp__probe_msg_t probe;
+  probe_fill(&probe, nonce, d, waited);
+  for (int r = 0; r < n; r++) {
+    rq[r] = MPI_REQUEST_NULL;
+    if (r == c->rank) continue;
+    MPI_Irecv(&rep[r], (int)sizeof rep[r], MPI_BYTE, r, DDP__TAG_REPLY, g->pcomm, &rq[r]);
+    MPI_Send(&probe, (int)sizeof probe, MPI_BYTE, r, DDP__TAG_PROBE, g->pcomm);
+  }
+  double t0 = ddp__now();
+  int left = n - 1;
+  while (left > 0 && ddp__now() - t0 < grace) {
+    for (int r = 0; r < n; r++) {
+      if (rq[r] == MPI_REQUEST_NULL) continue;
+      int flag = 0;
+      MPI_Test(&rq[r], &flag, MPI_STATUS_IGNORE);
+      if (!flag) continue;
+      if (rep[r].nonce != nonce) { /* a late reply to an earlier round: listen again */
+        MPI_Irecv(&rep[r], (int)sizeof rep[r], MPI_BYTE, r, DDP__TAG_REPLY, g->pcomm, &rq[r]);
+        continue;
+      }
+      rep[r].coll[sizeof rep[r].coll - 1] = '\0';
+      state[r] = (d && rep[r].seq == (int64_t)d->seq && !strcmp(rep[r].coll, d->coll ? d->coll : "?"))
+                     ? 1 : 2;
+      left--;
+    }
+    answer_probes(c, d, waited + (ddp__now() - t0)); /* the others are asking us too */
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+  for (int r = 0; r < n; r++)
+    if (rq[r] != MPI_REQUEST_NULL) {
+      MPI_Cancel(&rq[r]);
+      MPI_Wait(&rq[r], MPI_STATUS_IGNORE);
+    }
+  /* Culprits: no answer, or waiting in another collective. */
+  size_t o = 0, od = 0;
+  int ncul = 0, nsame = 0;
+  out[0] = detail[0] = '\0';
+  for (int r = 0; r < n; r++) {
+    if (r == c->rank || state[r] == 1) {
+      nsame += r != c->rank;
+      continue;
+    }
+    ncul++;
+    if (o + 16 < outcap) o += (size_t)snprintf(out + o, outcap - o, "%s%d", o ? "," : "", r);
+    if (od + 96 < detcap) {
+      if (state[r] == 0)
+        od += (size_t)snprintf(detail + od, detcap - od, "%srank %d did not answer within %.1f s "
+                               "(busy outside mpiddp, stalled or dead)", od ? "; " : "", r, grace);
+      else if (rep[r].seq < 0)
+        od += (size_t)snprintf(detail + od, detcap - od, "%srank %d is not in a collective",
+                               od ? "; " : "", r);
+      else
+        od += (size_t)snprintf(detail + od, detcap - od, "%srank %d waits in collective #%lld %s "
+                               "(%lld bytes) for %.1f s", od ? "; " : "", r, (long long)rep[r].seq,
+                               rep[r].coll, (long long)rep[r].bytes, (double)rep[r].waited_ms / 1e3);
+    }
+  }
+  if (od + 64 < detcap)
+    snprintf(detail + od, detcap - od, "%s%d other rank(s) wait in the same collective",
+             od ? "; " : "", nsame);
+  free(rep), free(rq), free(state);
+  return ncul;
+}
+
 static ddp_status_t expire(ddp__comm_t *c, const ddp__wait_desc_t *d, const char *pending,
                            double waited) {
-  char msg[768];
+  char culprits[256] = "", detail[768] = "";
+  if (!pending || !pending[0]) {
+    /* Which peers are missing is not known (an MPI collective request or a spin-wait): ask. */
+    double grace = c->cfg.timeout_s * 0.25;
+    grace = grace < 1.0 ? 1.0 : grace > 5.0 ? 5.0 : grace;
+    int ncul = inspect(c, d, waited, grace, culprits, sizeof culprits, detail, sizeof detail);
+    if (ncul > 0) pending = culprits;
+    else if (ncul < 0) detail[0] = '\0';
+  }
+  char msg[1280];
   snprintf(msg, sizeof msg,
            "watchdog: timeout after %.1f s (DDP_TIMEOUT_S=%g) waiting for collective #%llu %s "
-           "(algo %s, %zu bytes, tag/bucket %d); peers that had not answered: %s",
+           "(algo %s, %zu bytes, tag/bucket %d); peers that had not answered: %s%s%s%s",
            waited, c->cfg.timeout_s, d ? (unsigned long long)d->seq : 0ULL,
            d && d->coll ? d->coll : "?", d && d->algo ? d->algo : "?", d ? d->bytes : (size_t)0,
-           d ? d->tag : -1, pending && pending[0] ? pending : "unknown");
+           d ? d->tag : -1, pending && pending[0] ? pending : "unknown",
+           detail[0] ? " (stall inspector: " : "", detail, detail[0] ? ")" : "");
   char args[256];
   snprintf(args, sizeof args, "{\"seq\":%llu,\"bytes\":%zu,\"tag\":%d}",
            d ? (unsigned long long)d->seq : 0ULL, d ? d->bytes : (size_t)0, d ? d->tag : -1);
@@ -148,6 +300,7 @@ ddp_status_t ddp__wait_all(ddp__comm_t *c, int n, MPI_Request *reqs, const ddp__
     if (done) return DDP_OK;
     if ((++spins & 63) != 0) continue;
     double waited = ddp__now() - t0;
+    if (waited > DDP__ANSWER_AFTER_S) answer_probes(c, desc, waited);
     if (waited > c->cfg.timeout_s) {
       int *pend = malloc((size_t)(n > 0 ? n : 1) * sizeof *pend);
       int np = 0;
@@ -173,6 +326,7 @@ ddp_status_t ddp__wait_all(ddp__comm_t *c, int n, MPI_Request *reqs, const ddp__
 
 ddp_status_t ddp__deadline_check(ddp__comm_t *c, double t_start, const ddp__wait_desc_t *desc) {
   double waited = ddp__now() - t_start;
+  if (waited > DDP__ANSWER_AFTER_S) answer_probes(c, desc, waited);
   if (waited <= c->cfg.timeout_s) return DDP_OK;
   return expire(c, desc, NULL, waited);
 }

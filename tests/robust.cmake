@@ -63,7 +63,13 @@ foreach(np 2 3)
 endforeach()
 ddp_add_robust_test(NAME robust_coll_hang_abort_np3 EXE robust_coll NP 3 ARGS hang_abort
   EXPECT fail MAXS 15 TIMEOUT 60 LABELS quick robust ENV DDP_TIMEOUT_S=2
-  CHECKS --want "mpiddp ABORT: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=2\\) waiting for collective #3 allreduce \\(algo [a-z]+, 131072 bytes, tag/bucket 7\\)"
+  CHECKS --want "mpiddp ABORT: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=2\\) waiting for collective #3 allreduce \\(algo [a-z]+, 131072 bytes, tag/bucket 7\\). peers that had not answered: 1 \\(stall inspector: rank 1 did not answer within 1.0 s \\(busy outside mpiddp, stalled or dead\\). 1 other rank\\(s\\) wait in the same collective\\)$"
+         --not "completed although")
+# Both sides time out and inspect; whichever aborts first is the one whose report is sure to
+# be printed, so either view is accepted.
+ddp_add_robust_test(NAME robust_coll_desync_np3 EXE robust_coll NP 3 ARGS desync
+  EXPECT fail MAXS 15 TIMEOUT 60 LABELS quick robust ENV DDP_TIMEOUT_S=2
+  CHECKS --want "mpiddp ABORT: watchdog: .* waiting for collective #3 (allreduce .*peers that had not answered: 1 \\(stall inspector: rank 1 waits in collective #3 broadcast \\(131072 bytes\\)|broadcast .*peers that had not answered: 0,2 \\(stall inspector: rank 0 waits in collective #3 allreduce \\(131072 bytes\\))"
          --not "completed although")
 ddp_add_robust_test(NAME robust_coll_hang_check_np3 EXE robust_coll NP 3 ARGS hang_abort
   EXPECT fail MAXS 15 TIMEOUT 60 LABELS quick robust ENV DDP_TIMEOUT_S=2 DDP_CHECK=1

@@ -6,6 +6,8 @@
  *   hang_abort   rank 1 skips the 3rd allreduce (tag 7) and sleeps: the watchdog ends the job
  *   hang_return  same with DDP_ON_TIMEOUT=return: ddp_wait returns DDP_ETIMEDOUT, the program
  *                prints it and ends the job with ddp_abort
+ *   desync       rank 1 calls a broadcast where the others call their 3rd allreduce: the
+ *                stall inspector names rank 1 and what it waits in
  *   kill         blocking and non-blocking allreduces in a loop; rank 1 SIGKILLs itself at
  *                iteration 300: mpirun must end the job, non-zero, within 30 s
  *   ok           the kill loop without the kill (control) */
@@ -93,13 +95,20 @@ static void run_mismatch(ddp_comm_t *comm) {
  * latency, has no deadline; larger calls are waited through the watchdog. */
 #define HANG_N 32768
 
-static void run_hang(ddp_comm_t *comm, int use_return) {
+static void run_hang(ddp_comm_t *comm, int use_return, int desync) {
   static float b[HANG_N];
   ddp_coll_opts_t o;
   ddp_coll_opts_default(&o);
   o.tag = 7;
   for (int it = 0; it < 3; it++) {
     for (int i = 0; i < HANG_N; i++) b[i] = (float)(rank_ + i % 1000);
+    if (it == 2 && rank_ == 1 && desync) {
+      fprintf(stderr, "robust_coll: rank 1 calls a broadcast instead of allreduce #3\n");
+      ddp_status_t st = ddp_broadcast(comm, b, HANG_N, DDP_F32, 0, &o);
+      fprintf(stderr, "robust_coll: rank 1: the broadcast returned %s: %s\n", ddp_strerror(st),
+              ddp_last_error());
+      return;
+    }
     if (it == 2 && rank_ == 1) {
       fprintf(stderr, "robust_coll: rank 1 skips allreduce #3 and sleeps\n");
       sleep_forever();
@@ -174,8 +183,9 @@ int main(int argc, char **argv) {
   } else if (!strcmp(mode, "mismatch")) {
     run_mismatch(&comm);
     rc = ddp_test_finish("robust_coll mismatch");
-  } else if (!strcmp(mode, "hang_abort") || !strcmp(mode, "hang_return")) {
-    run_hang(&comm, !strcmp(mode, "hang_return"));
+  } else if (!strcmp(mode, "hang_abort") || !strcmp(mode, "hang_return") ||
+             !strcmp(mode, "desync")) {
+    run_hang(&comm, !strcmp(mode, "hang_return"), !strcmp(mode, "desync"));
     rc = 1; /* reaching this line means the job did not end */
   } else if (!strcmp(mode, "kill") || !strcmp(mode, "ok")) {
     int kill_at = !strcmp(mode, "kill") ? 300 : -1;
@@ -186,7 +196,7 @@ int main(int argc, char **argv) {
     }
     if (rc == 0 && rank_ == 0) printf("robust_coll %s: PASS\n", mode);
   } else {
-    fprintf(stderr, "robust_coll: unknown mode '%s' (mismatch, hang_abort, hang_return, kill, ok)\n", mode);
+    fprintf(stderr, "robust_coll: unknown mode '%s' (mismatch, hang_abort, hang_return, desync, kill, ok)\n", mode);
     rc = 2;
   }
   ddp_finalize(&comm);
