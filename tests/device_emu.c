@@ -159,6 +159,14 @@ static void test_bad_inputs(ddp_comm_t *comm) {
   CHECK_ST(ddp_device_malloc(comm, 16, NULL), DDP_EINVAL);
   CHECK_MSG("ptr");
   CHECK_ST(ddp_device_malloc(NULL, 16, &p), DDP_EINVAL);
+  CHECK_MSG("comm");
+  CHECK_ST(ddp_stream_create(comm, NULL), DDP_EINVAL);
+  CHECK_ST(ddp_event_create(comm, NULL), DDP_EINVAL);
+  CHECK_ST(ddp_event_query(comm, NULL, &(int){0}), DDP_EINVAL);
+  CHECK_ST(ddp_device_describe(comm, NULL, 8), DDP_EINVAL);
+  CHECK_ST(ddp_device_describe(comm, host, 0), DDP_EINVAL);
+  CHECK(ddp_device_kind(NULL) == DDP_DEVICE_NONE, "kind of a NULL comm");
+  CHECK(!ddp_device_is_device_ptr(comm, NULL), "NULL taken for a device pointer");
   CHECK_ST(ddp_device_free(comm, host), DDP_EINVAL);
   CHECK_MSG("not a live device allocation");
   CHECK_OK(ddp_device_free(comm, NULL));
@@ -237,6 +245,13 @@ int main(int argc, char **argv) {
       CHECK(p == NULL, "output written on error");
       const char *name = NULL;
       CHECK_ST(ddp_device_transport(&comm, NULL, &name), DDP_ENOTSUP);
+      float x[4] = {1, 2, 3, 4};
+      ddp_coll_opts_t o;
+      ddp_coll_opts_default(&o);
+      o.mem = DDP_MEM_CUDA;
+      CHECK_ST(ddp_allreduce(&comm, DDP_IN_PLACE, x, 4, DDP_F32, DDP_SUM, &o), DDP_ENOTSUP);
+      CHECK_MSG("no device");
+      CHECK(x[0] == 1 && x[3] == 4, "buffer written on error");
       CHECK(strncmp(desc, "none", 4) == 0, "describe: %s", desc);
     }
   } else {
@@ -256,6 +271,15 @@ int main(int argc, char **argv) {
       test_kernels(&comm, rank);
       test_bad_inputs(&comm);
     }
+  }
+  /* a closed communicator: DDP_ESTATE, nothing touched */
+  ddp_comm_t c2;
+  if (ddp_comm_create(MPI_COMM_WORLD, &c2) == DDP_OK) {
+    CHECK_OK(ddp_comm_destroy(&c2));
+    void *p = NULL;
+    CHECK_ST(ddp_device_malloc(&c2, 64, &p), DDP_ESTATE);
+    CHECK(p == NULL, "output written on a closed communicator");
+    CHECK(ddp_device_kind(&c2) == DDP_DEVICE_NONE, "closed communicator has a device");
   }
   int rc = ddp_test_finish(argc > 1 ? "device_emu(none)" : "device_emu");
   ddp_finalize(&comm);
