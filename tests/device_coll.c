@@ -84,6 +84,35 @@ static void test_allreduce(const char *tp, ddp_stream_t s) {
   }
 }
 
+/* Each algorithm by name over the transport (auto picks rhd for these sizes). */
+static void test_algos(const char *tp, ddp_stream_t s) {
+  const char *algos[] = {"ring", "rhd"};
+  ddp_dtype_t types[] = {DDP_F32, DDP_BF16, DDP_I64};
+  const size_t n = 3 * 1024 + 17;
+  for (int a = 0; a < 2; a++)
+    for (int k = 0; k < 3; k++) {
+      ddp_dtype_t t = types[k];
+      size_t es = ddp_dtype_size(t);
+      char *h = malloc(n * es);
+      void *d = dev_alloc(n * es);
+      fill(h, t, n, rank);
+      CHECK_OK(ddp_memcpy_async(&comm, d, h, n * es, s));
+      ddp_coll_opts_t o;
+      ddp_coll_opts_default(&o);
+      o.mem = DDP_MEM_CUDA;
+      o.stream = s;
+      o.algo = algos[a];
+      CHECK_OK(ddp_allreduce(&comm, DDP_IN_PLACE, d, n, t, DDP_SUM, &o));
+      CHECK_OK(ddp_memcpy_async(&comm, h, d, n * es, s));
+      CHECK_OK(ddp_stream_synchronize(&comm, s));
+      int wrong = 0;
+      for (size_t i = 0; i < n; i++) wrong += read_val(h, t, i) != expect_val(DDP_SUM, t, i);
+      CHECK(wrong == 0, "[%s] allreduce algo %s %s: %d wrong", tp, algos[a], ddp_dtype_name(t), wrong);
+      CHECK_OK(ddp_device_free(&comm, d));
+      free(h);
+    }
+}
+
 static void test_others(const char *tp, ddp_stream_t s) {
   const size_t n = 2 * 1024 + 5; /* i32 elements: 8 KB, three 4 KB chunks */
   int32_t *h = malloc(n * 4 * (size_t)size);
@@ -267,6 +296,7 @@ int main(int argc, char **argv) {
       test_ordering(tps[k], s);
       test_allreduce(tps[k], s);
       test_others(tps[k], s);
+      test_algos(tps[k], s);
     }
     test_bad();
     CHECK_OK(ddp_stream_destroy(&comm, s));
