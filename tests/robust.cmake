@@ -83,6 +83,11 @@ ddp_add_robust_test(NAME robust_coll_hang_return_np3 EXE robust_coll NP 3 ARGS h
 ddp_add_robust_test(NAME robust_coll_kill_np4 EXE robust_coll NP 4 ARGS kill
   EXPECT fail MAXS 30 TIMEOUT 90 LABELS quick robust
   CHECKS --want "rank 1 raises SIGKILL at iteration 300" --not "finished the loop|wrong result")
+ddp_add_robust_test(NAME robust_coll_stall_np4 EXE robust_coll NP 4 ARGS stall
+  EXPECT fail MAXS 30 TIMEOUT 90 LABELS quick robust ENV DDP_TIMEOUT_S=3
+  CHECKS --want "rank 1 raises SIGSTOP at iteration 300"
+         --want "mpiddp ABORT: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=3\\) waiting for collective #301 .*peers that had not answered: 1"
+         --not "finished the loop|wrong result")
 ddp_add_robust_test(NAME robust_coll_ok_np4 EXE robust_coll NP 4 ARGS ok
   EXPECT ok MAXS 60 TIMEOUT 90 LABELS quick robust
   CHECKS --want "robust_coll ok: PASS")

@@ -10,6 +10,8 @@
  *                stall inspector names rank 1 and what it waits in
  *   kill         blocking and non-blocking allreduces in a loop; rank 1 SIGKILLs itself at
  *                iteration 300: mpirun must end the job, non-zero, within 30 s
+ *   stall        the same loop, but rank 1 stops itself with SIGSTOP (a hung rank that mpirun
+ *                does not see die): the watchdog must end the job and name rank 1
  *   ok           the kill loop without the kill (control) */
 #include <signal.h>
 #include <stdint.h>
@@ -130,15 +132,16 @@ static void run_hang(ddp_comm_t *comm, int use_return, int desync) {
   fprintf(stderr, "robust_coll: rank %d: allreduce #3 completed although rank 1 skipped it\n", rank_);
 }
 
-static int run_loop(ddp_comm_t *comm, int kill_at) {
+static int run_loop(ddp_comm_t *comm, int kill_at, int sig) {
   size_t max_n = 64 * 1024;
   int32_t *b = malloc(max_n * sizeof *b);
   int iters = kill_at >= 0 ? 100000000 : 600;
   for (int it = 0; it < iters; it++) {
     if (it == kill_at && rank_ == 1) {
-      fprintf(stderr, "robust_coll: rank 1 raises SIGKILL at iteration %d\n", it);
+      fprintf(stderr, "robust_coll: rank 1 raises %s at iteration %d\n",
+              sig == SIGKILL ? "SIGKILL" : "SIGSTOP", it);
       fflush(stderr);
-      raise(SIGKILL);
+      raise(sig);
     }
     size_t n = (size_t)1 << (4 + it % 13); /* 16 .. 64K elements */
     for (size_t i = 0; i < n; i++) b[i] = (int32_t)((size_t)rank_ + i + (size_t)it);
@@ -187,16 +190,16 @@ int main(int argc, char **argv) {
              !strcmp(mode, "desync")) {
     run_hang(&comm, !strcmp(mode, "hang_return"), !strcmp(mode, "desync"));
     rc = 1; /* reaching this line means the job did not end */
-  } else if (!strcmp(mode, "kill") || !strcmp(mode, "ok")) {
-    int kill_at = !strcmp(mode, "kill") ? 300 : -1;
-    rc = run_loop(&comm, kill_at);
+  } else if (!strcmp(mode, "kill") || !strcmp(mode, "stall") || !strcmp(mode, "ok")) {
+    int kill_at = strcmp(mode, "ok") ? 300 : -1;
+    rc = run_loop(&comm, kill_at, !strcmp(mode, "stall") ? SIGSTOP : SIGKILL);
     if (kill_at >= 0) {
       fprintf(stderr, "robust_coll: rank %d finished the loop although rank 1 died\n", rank_);
       rc = 1;
     }
     if (rc == 0 && rank_ == 0) printf("robust_coll %s: PASS\n", mode);
   } else {
-    fprintf(stderr, "robust_coll: unknown mode '%s' (mismatch, hang_abort, hang_return, desync, kill, ok)\n", mode);
+    fprintf(stderr, "robust_coll: unknown mode '%s' (mismatch, hang_abort, hang_return, desync, kill, stall, ok)\n", mode);
     rc = 2;
   }
   ddp_finalize(&comm);
