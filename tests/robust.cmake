@@ -105,6 +105,13 @@ if(TARGET ddp_train)
     --epochs 1000 --limit-steps 200 --limit-test 50 --no-progress)
   set_tests_properties(robust_kill_train_np3 PROPERTIES TIMEOUT 150 LABELS "quick;robust"
     ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
+  # A rank that hangs (SIGSTOP) instead of dying: mpirun sees nothing, the watchdog ends it.
+  add_test(NAME robust_stall_train_np3 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/robust_kill_train.sh
+    30 "^epoch +train_loss" STOP "mpiddp ABORT: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=4\\) waiting for collective #[0-9]+ .*peers that had not answered: [0-9]"
+    -- ${DDP_MPIEXEC} ${DDP_MPIRUN_FLAGS} -x DDP_TIMEOUT_S -np 3 $<TARGET_FILE:ddp_train>
+    --epochs 1000 --limit-steps 200 --limit-test 50 --no-progress)
+  set_tests_properties(robust_stall_train_np3 PROPERTIES TIMEOUT 150 LABELS "quick;robust"
+    ENVIRONMENT "${DDP_TEST_ENV};DDP_TIMEOUT_S=4" SKIP_RETURN_CODE 77)
 endif()
 
 # ---- cost of DDP_CHECK=1 (the README's table: `robust_fpcost 7 fpcost.json` at np 2) ---------
