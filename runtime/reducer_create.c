@@ -271,6 +271,19 @@ ddp_status_t ddp_reducer_create(ddp_comm_t *comm, const ddp_param_t *params, siz
       ddp__reducer_layout_free(&l);
     }
   }
+  /* A forced algorithm that cannot run these buckets fails here, not at the first finish. */
+  for (size_t j = 0; st == DDP_OK && r->algo && j < r->lay.nb; j++) {
+    ddp_coll_opts_t co;
+    ddp_coll_opts_default(&co);
+    co.algo = r->algo;
+    co.mem = r->b[j].mem;
+    const char *name = NULL;
+    ddp_dtype_t dt = r->b[j].hooked ? (r->hook == DDP_HOOK_BF16 ? DDP_BF16 : DDP_F16) : r->b[j].dtype;
+    void *buf = r->b[j].hooked ? r->b[j].half.ptr : r->b[j].buf.ptr;
+    if (ddp_allreduce_choice(comm, buf, r->b[j].count, dt, &co, &name) != DDP_OK)
+      st = ddp__error(DDP_EINVAL, "reducer: opts.algo '%s' cannot reduce bucket %zu: %s", r->algo, j,
+                      ddp_last_error());
+  }
   /* Memory trouble on one rank must not strand the others in the broadcasts below. */
   int64_t fail = st != DDP_OK;
   ast = ddp_allreduce(comm, DDP_IN_PLACE, &fail, 1, DDP_I64, DDP_MAX, NULL);
