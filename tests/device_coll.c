@@ -224,6 +224,44 @@ static void test_ordering(const char *tp, ddp_stream_t s) {
   free(h), free(hr);
 }
 
+/* A device collective waits for the caller's stream through an event, never for the whole
+ * device: a stream it has nothing to do with is held by a host function until after the call
+ * returns. With a device-wide sync the call would wait for that stream (here: until the host
+ * function gives up after 3 s, which the check reports). */
+typedef struct {
+  volatile int release, timed_out;
+} hold_t;
+static void hold_fn(void *arg) {
+  hold_t *h = arg;
+  for (int i = 0; i < 3000 && !h->release; i++) sleep_ms((void *)(intptr_t)1);
+  h->timed_out = !h->release;
+}
+
+static void test_no_device_sync(const char *tp, ddp_stream_t s) {
+  const size_t n = 1000;
+  ddp_stream_t u;
+  CHECK_OK(ddp_stream_create(&comm, &u));
+  float *d = dev_alloc(n * 4), *h = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) h[i] = 1.0f;
+  CHECK_OK(ddp_memcpy_async(&comm, d, h, n * 4, s));
+  hold_t hold = {0, 0};
+  CHECK_OK(ddp_launch_host_func(&comm, u, hold_fn, &hold));
+  ddp_coll_opts_t o;
+  ddp_coll_opts_default(&o);
+  o.mem = DDP_MEM_CUDA;
+  o.stream = s;
+  CHECK_OK(ddp_allreduce(&comm, DDP_IN_PLACE, d, n, DDP_F32, DDP_SUM, &o));
+  hold.release = 1;
+  CHECK_OK(ddp_stream_synchronize(&comm, u));
+  CHECK(!hold.timed_out, "[%s] the collective waited for an unrelated stream (device-wide sync)", tp);
+  CHECK_OK(ddp_memcpy_async(&comm, h, d, n * 4, s));
+  CHECK_OK(ddp_stream_synchronize(&comm, s));
+  CHECK(h[0] == (float)size && h[n - 1] == (float)size, "[%s] result %g, want %d", tp, h[0], size);
+  CHECK_OK(ddp_device_free(&comm, d));
+  CHECK_OK(ddp_stream_destroy(&comm, u));
+  free(h);
+}
+
 static void test_bad(void) {
   int emu = ddp_device_emulated(&comm);
   float host[16] = {0};
@@ -297,6 +335,7 @@ int main(int argc, char **argv) {
       test_allreduce(tps[k], s);
       test_others(tps[k], s);
       test_algos(tps[k], s);
+      test_no_device_sync(tps[k], s);
     }
     test_bad();
     CHECK_OK(ddp_stream_destroy(&comm, s));
