@@ -20,6 +20,8 @@
  *            Collectives other than allreduce accept raw and mpi (mpiddp's call).
  *   -M MEM   host (malloc), shared (ddp_alloc: node-shared pool), cuda (device buffers)
  *   -t SEC   time budget per size and algorithm for the timed loop (default 2.0 s)
+ *   -R N     repeat each timed loop N times and keep the fastest (default 1; for machines
+ *            shared with other work, where preemption inflates averages)
  *   -J FILE  JSON records (also --json FILE)
  * Exit status 1 if any result was wrong. */
 #include <math.h>
@@ -42,6 +44,7 @@ typedef struct {
   int coll, mem;
   char algos[256];
   double budget;
+  int reps;
   const char *json;
 } args_t;
 
@@ -77,7 +80,7 @@ static void usage(void) {
   if (rank_ == 0)
     fprintf(stderr, "usage: allreduce_bench [-b min] [-e max] [-f factor] [-n iters] [-w warmup] "
                     "[-c 0|1] [-d dtype] [-o op] [-C allreduce|broadcast|allgather|reducescatter] "
-                    "[-A algo,...] [-M host|shared|cuda] [-t seconds] [-J file.json]\n");
+                    "[-A algo,...] [-M host|shared|cuda] [-t seconds] [-R reps] [-J file.json]\n");
 }
 
 static int parse_args(int argc, char **argv, args_t *a) {
@@ -93,6 +96,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
   a->mem = M_HOST;
   a->algos[0] = '\0';
   a->budget = 2.0;
+  a->reps = 1;
   a->json = NULL;
   for (int i = 1; i < argc; i++) {
     const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -110,6 +114,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
     else if (!strcmp(f, "-w")) bad = (a->warmup = atoi(v)) < 0;
     else if (!strcmp(f, "-c")) a->check = atoi(v) != 0;
     else if (!strcmp(f, "-t")) bad = (a->budget = atof(v)) <= 0;
+    else if (!strcmp(f, "-R")) bad = (a->reps = atoi(v)) < 1;
     else if (!strcmp(f, "-d")) bad = ddp_dtype_parse(v, &a->dtype) != DDP_OK;
     else if (!strcmp(f, "-o")) bad = ddp_op_parse(v, &a->op) != DDP_OK;
     else if (!strcmp(f, "-A")) bad = snprintf(a->algos, sizeof a->algos, "%s", v) >= (int)sizeof a->algos;
@@ -365,11 +370,15 @@ static int measure(const args_t *a, const char *algo, bufs_t *b, size_t bytes, i
   double one = MPI_Wtime() - t1, onemax = 0;
   MPI_Allreduce(&one, &onemax, 1, MPI_DOUBLE, MPI_MAX, raw_comm);
   if (onemax * iters > a->budget) iters = (int)(a->budget / (onemax > 0 ? onemax : 1)) + 1;
-  MPI_Barrier(raw_comm);
-  double t0 = MPI_Wtime();
-  for (int i = 0; i < iters && !fail; i++) fail = run_once(a, algo, b, count, inplace) != DDP_OK;
-  double dt = (MPI_Wtime() - t0) / iters, dtmax = 0;
-  MPI_Allreduce(&dt, &dtmax, 1, MPI_DOUBLE, MPI_MAX, raw_comm);
+  double dtmax = 0;
+  for (int rep = 0; rep < a->reps; rep++) {
+    MPI_Barrier(raw_comm);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters && !fail; i++) fail = run_once(a, algo, b, count, inplace) != DDP_OK;
+    double dt = (MPI_Wtime() - t0) / iters, m = 0;
+    MPI_Allreduce(&dt, &m, 1, MPI_DOUBLE, MPI_MAX, raw_comm);
+    if (rep == 0 || m < dtmax) dtmax = m;
+  }
   long wrong = 0;
   if (a->check && !fail) {
     wrong = check_once(a, algo, b, count, inplace);
@@ -509,73 +518,81 @@ int main(int argc, char **argv) {
            a.iters, a.warmup);
     printf("# %s\n", ver);
   }
-  for (int k = 0; k < nalg; k++) {
-    if (rank_ == 0) {
-      const char *nm = list[k];
-      ddp_coll_opts_t o;
-      ddp_coll_opts_default(&o);
-      o.algo = list[k];
-      if (!strcmp(list[k], "auto") && a.coll == C_ALLREDUCE &&
-          ddp_allreduce_choice(&comm_, b.recv, count_for(&a, a.maxb), a.dtype, &o, &nm) == DDP_OK)
-        printf("#\n# algorithm: auto (at %zu bytes: %s)\n", a.maxb, nm);
-      else
-        printf("#\n# algorithm: %s%s\n", list[k], !strcmp(list[k], "raw") ? " (MPI's own call)" : "");
-      printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "", "", "", "", "",
-             "out-of-place", "", "", "", "in-place", "", "", "");
-      printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "size", "count", "type",
-             "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-      printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "(B)", "(elements)", "",
-             "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-    }
-    for (int si = 0; si < nsizes; si++) {
-      size_t bytes = sizes[si];
-      size_t cnt = count_for(&a, bytes);
-      if (cnt == 0) continue;
-      bytes = a.coll == C_ALLGATHER || a.coll == C_REDUCESCATTER ? cnt * p * es : cnt * es;
+  /* Sizes outer, algorithms inner: every algorithm of one size runs under the same machine
+   * conditions. Tables are printed per algorithm afterwards. */
+  int *failed = calloc((size_t)(nsizes * nalg), sizeof *failed);
+  for (int si = 0; si < nsizes; si++) {
+    size_t bytes = sizes[si];
+    size_t cnt = count_for(&a, bytes);
+    if (cnt == 0) continue;
+    bytes = a.coll == C_ALLGATHER || a.coll == C_REDUCESCATTER ? cnt * p * es : cnt * es;
+    for (int k = 0; k < nalg; k++) {
       rec_t r[2];
       int bad = 0;
       for (int ip = 0; ip < 2; ip++) {
-        int skip = a.coll == C_BROADCAST && ip == 0; /* broadcast is always in place */
-        if (skip) {
-          memset(&r[0], 0, sizeof r[0]);
-          r[0].time_us = -1;
-          continue;
-        }
+        if (a.coll == C_BROADCAST && ip == 0) continue; /* broadcast is always in place */
         if (measure(&a, list[k], &b, bytes, ip, &r[ip]) != 0) bad = 1;
       }
       if (bad) {
         anyfail = 1;
-        if (rank_ == 0) printf(" %12zu  (failed: see stderr)\n", bytes);
+        failed[si * nalg + k] = 1;
         continue;
       }
-      for (int ip = 0; ip < 2; ip++) {
-        if (r[ip].time_us < 0) continue;
+      for (int ip = a.coll == C_BROADCAST ? 1 : 0; ip < 2; ip++) {
         recs[nrec++] = r[ip];
         if (r[ip].wrong > 0) anywrong = 1;
       }
-      if (rank_ == 0) {
-        printf(" %12zu %12zu %6s %6s %6s", bytes, r[1].count, ddp_dtype_name(a.dtype),
-               a.coll == C_ALLREDUCE || a.coll == C_REDUCESCATTER ? ddp_op_name(a.op) : "none",
-               a.coll == C_BROADCAST ? "0" : "-1");
-        for (int ip = 0; ip < 2; ip++) {
-          if (r[ip].time_us < 0) printf("   %9s %8s %8s %6s", "-", "-", "-", "-");
-          else if (r[ip].wrong < 0)
-            printf("   %9.1f %8.2f %8.2f %6s", r[ip].time_us, r[ip].algbw, r[ip].busbw, "N/A");
-          else
-            printf("   %9.1f %8.2f %8.2f %6ld", r[ip].time_us, r[ip].algbw, r[ip].busbw, r[ip].wrong);
-        }
-        printf("\n");
-        fflush(stdout);
-      }
-    }
-    if (rank_ == 0) {
-      double sum = 0;
-      int n = 0;
-      for (int i = 0; i < nrec; i++)
-        if (!strcmp(recs[i].algo, list[k])) sum += recs[i].busbw, n++;
-      printf("# Avg bus bandwidth    : %g GB/s (%s)\n", n ? sum / n : 0.0, list[k]);
     }
   }
+  for (int k = 0; k < nalg && rank_ == 0; k++) {
+    const char *nm = list[k];
+    ddp_coll_opts_t o;
+    ddp_coll_opts_default(&o);
+    o.algo = list[k];
+    if (!strcmp(list[k], "auto") && a.coll == C_ALLREDUCE &&
+        ddp_allreduce_choice(&comm_, b.recv, count_for(&a, a.maxb), a.dtype, &o, &nm) == DDP_OK)
+      printf("#\n# algorithm: auto (at %zu bytes: %s)\n", a.maxb, nm);
+    else
+      printf("#\n# algorithm: %s%s\n", list[k], !strcmp(list[k], "raw") ? " (MPI's own call)" : "");
+    printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "", "", "", "", "",
+           "out-of-place", "", "", "", "in-place", "", "", "");
+    printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "size", "count", "type",
+           "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+    printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "(B)", "(elements)", "",
+           "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    double sum = 0;
+    int nb = 0;
+    for (int si = 0; si < nsizes; si++) {
+      size_t bytes = sizes[si], cnt = count_for(&a, bytes);
+      if (cnt == 0) continue;
+      bytes = a.coll == C_ALLGATHER || a.coll == C_REDUCESCATTER ? cnt * p * es : cnt * es;
+      if (failed[si * nalg + k]) {
+        printf(" %12zu  (failed: see stderr)\n", bytes);
+        continue;
+      }
+      const rec_t *r[2] = {NULL, NULL};
+      for (int i = 0; i < nrec; i++)
+        if (recs[i].bytes == bytes && !strcmp(recs[i].algo, list[k])) r[recs[i].inplace] = &recs[i];
+      const rec_t *any = r[1] ? r[1] : r[0];
+      if (!any) continue;
+      printf(" %12zu %12zu %6s %6s %6s", bytes, any->count, ddp_dtype_name(a.dtype),
+             a.coll == C_ALLREDUCE || a.coll == C_REDUCESCATTER ? ddp_op_name(a.op) : "none",
+             a.coll == C_BROADCAST ? "0" : "-1");
+      for (int ip = 0; ip < 2; ip++) {
+        if (!r[ip]) printf("   %9s %8s %8s %6s", "-", "-", "-", "-");
+        else {
+          sum += r[ip]->busbw, nb++;
+          if (r[ip]->wrong < 0)
+            printf("   %9.1f %8.2f %8.2f %6s", r[ip]->time_us, r[ip]->algbw, r[ip]->busbw, "N/A");
+          else
+            printf("   %9.1f %8.2f %8.2f %6ld", r[ip]->time_us, r[ip]->algbw, r[ip]->busbw, r[ip]->wrong);
+        }
+      }
+      printf("\n");
+    }
+    printf("# Avg bus bandwidth    : %g GB/s (%s)\n", nb ? sum / nb : 0.0, list[k]);
+  }
+  free(failed);
 
   /* Comparison: busbw of each algorithm over mpi's (or the first algorithm's). */
   int refk = 0;

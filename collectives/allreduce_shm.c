@@ -28,9 +28,18 @@ typedef struct {
   uint64_t id, off; /* pool window id and offset, or LOC_STAGE */
 } loc_t;
 
+#define TINY_BYTES 48 /* at or below: the data travels in the flag's own cache line */
+
+typedef struct {
+  _Atomic uint64_t tag; /* sequence number of the call whose data this holds */
+  uint64_t pad;
+  char data[TINY_BYTES];
+} tiny_t;
+
 typedef struct {
   _Atomic uint64_t arrive;
   char pad[56];
+  tiny_t tiny[2] __attribute__((aligned(64))); /* alternating calls */
   loc_t desc[2][2]; /* [slot][0 = input, 1 = result] */
 } ctrl_t;
 
@@ -40,6 +49,7 @@ struct ddp__shm {
   ctrl_t **ctrl;    /* n entries */
   char **stage;     /* n entries: staging area (2 halves) */
   uint64_t epoch;
+  uint64_t tiny_seq;
   unsigned flip;    /* which half the next staged use takes */
   const char **src; /* n entries, per-call scratch */
   char **res;
@@ -118,21 +128,39 @@ static ddp_status_t shm_get(ddp__ctx_t *x, ddp__shm_t **out) {
   return DDP_OK;
 }
 
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+/* Waits until *flag >= target. Spins (the peer is usually on another core and a few hundred
+ * nanoseconds away) for up to SPIN_S, then also yields the core: ranks may outnumber cores and
+ * the peer may need this one. Bounded by the watchdog. */
+#define SPIN_S 50e-6
+static ddp_status_t wait_flag(ddp__ctx_t *x, _Atomic uint64_t *flag, uint64_t target) {
+  if (atomic_load_explicit(flag, memory_order_acquire) >= target) return DDP_OK;
+  double t0 = ddp__now(), last = t0;
+  for (unsigned spins = 1;; spins++) {
+    if (atomic_load_explicit(flag, memory_order_acquire) >= target) return DDP_OK;
+    if (spins & 127) {
+      cpu_relax();
+      continue;
+    }
+    double now = ddp__now();
+    if (now - t0 > SPIN_S) sched_yield();
+    if (now - last > 0.5) {
+      last = now;
+      DDP_TRY(ddp__deadline_check(x->c, t0, &x->desc));
+    }
+  }
+}
+
 static ddp_status_t barrier(ddp__ctx_t *x, ddp__shm_t *s) {
   uint64_t e = ++s->epoch;
   atomic_store_explicit(&s->ctrl[s->me]->arrive, e, memory_order_release);
-  double t0 = 0;
-  for (int q = 0; q < s->n; q++) {
-    unsigned spins = 0;
-    while (atomic_load_explicit(&s->ctrl[q]->arrive, memory_order_acquire) < e) {
-      if (++spins < 64) continue;
-      sched_yield();
-      if ((spins & 1023) == 0) {
-        if (t0 == 0) t0 = ddp__now();
-        DDP_TRY(ddp__deadline_check(x->c, t0, &x->desc));
-      }
-    }
-  }
+  for (int q = 0; q < s->n; q++)
+    if (q != s->me) DDP_TRY(wait_flag(x, &s->ctrl[q]->arrive, e));
   return DDP_OK;
 }
 
@@ -169,6 +197,25 @@ static void reduce_n(void *dst, const char *const *in, int n, size_t off, size_t
   }
   ddp__reduce3_host(dst, in[0] + b, in[1] + b, count, dtype, op);
   for (int q = 2; q < n; q++) ddp__reduce_host(dst, in[q] + b, count, dtype, op);
+}
+
+/* Tiny: data and flag share a cache line; one line transfer per peer. The two slots alternate:
+ * slot k is rewritten two calls later, after every peer has tagged the call in between, so
+ * none of them still reads it. */
+static ddp_status_t shm_tiny(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) {
+  size_t bytes = a->count * ddp_dtype_size(a->dtype);
+  uint64_t seq = ++s->tiny_seq;
+  int slot = (int)(seq & 1);
+  tiny_t *mine = &s->ctrl[s->me]->tiny[slot];
+  memcpy(mine->data, a->send, bytes);
+  atomic_store_explicit(&mine->tag, seq, memory_order_release);
+  for (int q = 0; q < s->n; q++) {
+    tiny_t *t = &s->ctrl[q]->tiny[slot];
+    if (q != s->me) DDP_TRY(wait_flag(x, &t->tag, seq));
+    s->in[q] = t->data;
+  }
+  reduce_n(a->recv, s->in, s->n, 0, a->count, a->dtype, a->op);
+  return DDP_OK;
 }
 
 /* Small: everyone reduces everything, in rank order. */
@@ -351,6 +398,7 @@ static ddp_status_t shm_run(ddp__ctx_t *x, const ddp__ar_t *a) {
   ddp__shm_t *s = NULL;
   DDP_TRY(shm_get(x, &s));
   size_t bytes = a->count * ddp_dtype_size(a->dtype);
+  if (bytes <= TINY_BYTES) return shm_tiny(x, s, a);
   if (bytes <= SMALL_BYTES) return shm_small(x, s, a);
   return shm_large(x, s, a);
 }

@@ -11,6 +11,7 @@
  * returns at once and never touches the output. A live request holds the communicator
  * (ddp__comm_retain): ddp_comm_destroy is DDP_EBUSY until it has been waited/tested. */
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,8 +31,8 @@ struct ddp_request {
   const ddp__algo_t *algo;     /* allreduce on host memory: chosen at post time */
   int done;                    /* under cs->mu */
   ddp_status_t st;
-  char msg[512];               /* the executing thread's error message */
   struct ddp_request *next;
+  char msg[512];               /* the executing thread's error message (last: not zeroed) */
 };
 
 /* ---- execution --------------------------------------------------------------------------- */
@@ -293,15 +294,18 @@ static int overlap(const void *a, size_t na, const void *b, size_t nb) {
 /* Requests are built on the caller's stack; post() copies non-blocking ones to the heap. */
 static void init_request(ddp__comm_t *c, ddp__coll_kind_t kind, const ddp_coll_opts_t *opts,
                          struct ddp_request *r) {
-  memset(r, 0, sizeof *r);
+  memset(r, 0, offsetof(struct ddp_request, msg));
+  r->msg[0] = '\0';
   r->c = c;
   r->kind = kind;
   r->root = -1;
   ddp_coll_opts_default(&r->opts);
   if (opts) {
     r->opts = *opts;
-    if (opts->algo) {
-      snprintf(r->algo_name, sizeof r->algo_name, "%s", opts->algo);
+    if (opts->algo) { /* length checked by check_opts */
+      size_t i = 0;
+      for (; opts->algo[i] && i + 1 < sizeof r->algo_name; i++) r->algo_name[i] = opts->algo[i];
+      r->algo_name[i] = '\0';
       r->opts.algo = r->algo_name;
     }
   }

@@ -100,7 +100,9 @@ int main(int argc, char **argv) {
     for (size_t d = 0; d < sizeof coll_dtypes / sizeof coll_dtypes[0]; d++)
       for (size_t k = 0; k < sizeof coll_ops / sizeof coll_ops[0]; k++)
         for (size_t c = 0; c < ncounts; c++) {
-          /* The largest counts on one dtype/op pair only (they only add time). */
+          /* Large counts only add time: 100003 on a third of the dtype/op pairs (every dtype
+           * and op still appears), the big ones on f32 sum/avg. */
+          if (c == 6 && (d + k) % 3 != 0) continue;
           if (c >= 7 && !(coll_dtypes[d] == DDP_F32 && (coll_ops[k] == DDP_SUM || coll_ops[k] == DDP_AVG)))
             continue;
           for (int ip = 0; ip < 2; ip++)
