@@ -3,8 +3,10 @@
  * work already queued on the caller's stream with an event (never a device-wide sync), runs it,
  * and makes the caller's stream wait for the result. Also the transport-neutral broadcast and
  * allgather used by both MPI paths. */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "coll_device_internal.h"
 
@@ -57,6 +59,26 @@ void ddp__devcoll_free(ddp__device_t *d) {
   if (dc->s_h2d) d->impl->stream_destroy(d, dc->s_h2d);
   free(dc);
   d->coll = NULL;
+}
+
+ddp_status_t ddp__devcoll_wait(ddp__devcoll_t *dc, ddp_event_t ev, const char *what) {
+  ddp__device_t *d = dc->d;
+  int done = 0;
+  DDP_TRY(d->impl->event_query(d, ev, &done));
+  if (done) return DDP_OK;
+  ddp__wait_desc_t desc = {dc->c->coll ? dc->c->coll->seq : 0, what, "device-event", 0, -1, NULL};
+  double t0 = ddp__now();
+  for (unsigned spins = 1;; spins++) {
+    DDP_TRY(d->impl->event_query(d, ev, &done));
+    if (done) return DDP_OK;
+    if ((spins & 63) == 0) DDP_TRY(ddp__deadline_check(dc->c, t0, &desc));
+    if (spins < 256) {
+      sched_yield();
+    } else {
+      struct timespec ts = {0, 20000}; /* 20 us: a copy or kernel, not a busy core */
+      nanosleep(&ts, NULL);
+    }
+  }
 }
 
 ddp_status_t ddp__devcoll_pinned(ddp__devcoll_t *dc, void **buf, size_t *have, size_t want) {
@@ -206,7 +228,7 @@ static ddp_status_t device_run(ddp__comm_t *c, struct ddp__coll *cs, const ddp__
   /* Everything the caller queued on its stream before this call comes first. */
   DDP_TRY(d->impl->event_record(d, dc->ev_in, stream));
   if (call->kind == DDP__COLL_BARRIER) {
-    DDP_TRY(d->impl->event_sync(d, dc->ev_in));
+    DDP_TRY(ddp__devcoll_wait(dc, dc->ev_in, "barrier: caller's stream"));
     return barrier_host(c, cs);
   }
   ddp_status_t st = DDP_OK;
@@ -214,7 +236,7 @@ static ddp_status_t device_run(ddp__comm_t *c, struct ddp__coll *cs, const ddp__
     /* NCCL runs on the caller's stream itself: ordered by construction. */
     DDP_TRY(ddp__nccl_run(dc, call, stream));
     DDP_TRY(d->impl->event_record(d, dc->ev_done, stream));
-    return d->impl->event_sync(d, dc->ev_done);
+    return ddp__devcoll_wait(dc, dc->ev_done, "nccl collective on the caller's stream");
   }
   DDP_TRY(d->impl->stream_wait(d, dc->s_d2h, dc->ev_in));
   DDP_TRY(d->impl->stream_wait(d, dc->s_h2d, dc->ev_in));
@@ -223,10 +245,11 @@ static ddp_status_t device_run(ddp__comm_t *c, struct ddp__coll *cs, const ddp__
   } else {
     /* MPI reads the device buffers directly: the host waits for the caller's stream work
      * (this event only, not the whole device) before posting anything. */
-    DDP_TRY(d->impl->event_sync(d, dc->ev_in));
+    DDP_TRY(ddp__devcoll_wait(dc, dc->ev_in, "device collective: caller's stream"));
     st = mpi_run(dc, call);
   }
   if (st != DDP_OK) {
+    if (st == DDP_ETIMEDOUT) return st; /* the streams may wait forever: do not join them */
     d->impl->stream_sync(d, dc->s_d2h);
     d->impl->stream_sync(d, dc->s_h2d);
     return st;
@@ -234,7 +257,7 @@ static ddp_status_t device_run(ddp__comm_t *c, struct ddp__coll *cs, const ddp__
   /* Later work on the caller's stream sees the result. */
   DDP_TRY(d->impl->event_record(d, dc->ev_done, dc->s_h2d));
   DDP_TRY(d->impl->stream_wait(d, stream, dc->ev_done));
-  return d->impl->event_sync(d, dc->ev_done);
+  return ddp__devcoll_wait(dc, dc->ev_done, "device collective: copies back");
 }
 
 ddp_status_t ddp__coll_device_run(ddp__comm_t *c, struct ddp__coll *cs,

@@ -34,6 +34,11 @@ typedef struct ddp__devcoll {
  * the device kernels on dc->s_h2d (x->xstate is the ddp__devcoll_t). */
 DDP_HIDDEN extern const ddp__xport_t ddp__xport_cuda;
 
+/* Waits on the host for `ev` under the DDP_TIMEOUT_S watchdog (answering stall probes while it
+ * waits), instead of blocking in cudaEventSynchronize where a stuck caller's stream would hang
+ * the job silently. `what` names the wait in a timeout report. */
+DDP_HIDDEN ddp_status_t ddp__devcoll_wait(ddp__devcoll_t *dc, ddp_event_t ev, const char *what);
+
 /* Pinned host memory that grows (freed and re-allocated when too small). */
 DDP_HIDDEN ddp_status_t ddp__devcoll_pinned(ddp__devcoll_t *dc, void **buf, size_t *have,
                                             size_t want);

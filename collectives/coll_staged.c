@@ -49,8 +49,9 @@ ddp_status_t ddp__staged_pipeline(ddp__devcoll_t *dc, const void *src, void *dst
     int slot = (int)(k % (size_t)depth);
     size_t off = k * ce, m = min_sz(ce, count - off);
     char *buf = dc->stage[slot];
-    if (src) st = im->event_sync(d, dc->ev_d2h[slot]);
-    else if (k >= (size_t)depth) st = im->event_sync(d, dc->ev_h2d[slot]); /* slot's copy back */
+    /* The first copy waits for the caller's stream: under the watchdog, not a silent hang. */
+    if (src) st = ddp__devcoll_wait(dc, dc->ev_d2h[slot], "staged copy to host, after the caller's stream");
+    else if (k >= (size_t)depth) st = ddp__devcoll_wait(dc, dc->ev_h2d[slot], "staged: copy back");
     if (st != DDP_OK) break;
     if ((st = fn(arg, buf, off, m)) != DDP_OK) break;
     if (dst) {
@@ -66,7 +67,10 @@ ddp_status_t ddp__staged_pipeline(ddp__devcoll_t *dc, const void *src, void *dst
     }
   }
 #undef ISSUE
-  /* Staging buffers stay in use until both streams are done, also after an error. */
+  /* Staging buffers stay in use until both streams are done, also after an error; but after
+   * a watchdog timeout the caller's stream may never finish: return at once (the copies still
+   * queued land in the staging ring, which later collectives queue behind). */
+  if (st == DDP_ETIMEDOUT) return st;
   ddp_status_t s1 = im->stream_sync(d, dc->s_d2h);
   ddp_status_t s2 = im->stream_sync(d, dc->s_h2d);
   if (st == DDP_OK) st = s1 != DDP_OK ? s1 : s2;

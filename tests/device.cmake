@@ -28,3 +28,6 @@ ddp_add_mpi_test(NAME gpu_bench_emulated_np2 EXE gpu_bench NP 2
   ARGS --emulate-ok -b 8 -e 1048576 -f 16 -n 3 -A staged,mpi,nccl LABELS "emulate;quick" TIMEOUT 60
   ENV DDP_DEVICE_EMULATE=1)
 ddp_add_mpi_test(NAME gpu_bench_np1 EXE gpu_bench NP 1 ARGS -e 67108864 -n 5 LABELS gpu TIMEOUT 300)
+ddp_add_mpi_test(NAME device_coll_timeout_np1 EXE device_coll NP 1 ARGS timeout
+  LABELS "emulate;quick" TIMEOUT 60
+  ENV DDP_DEVICE_EMULATE=1 DDP_TIMEOUT_S=1 DDP_ON_TIMEOUT=return DDP_DEBUG=NONE)

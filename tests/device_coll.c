@@ -230,10 +230,12 @@ static void test_ordering(const char *tp, ddp_stream_t s) {
  * function gives up after 3 s, which the check reports). */
 typedef struct {
   volatile int release, timed_out;
+  int max_ms; /* 0: 3000 */
 } hold_t;
 static void hold_fn(void *arg) {
   hold_t *h = arg;
-  for (int i = 0; i < 3000 && !h->release; i++) sleep_ms((void *)(intptr_t)1);
+  int lim = h->max_ms ? h->max_ms : 3000;
+  for (int i = 0; i < lim && !h->release; i++) sleep_ms((void *)(intptr_t)1);
   h->timed_out = !h->release;
 }
 
@@ -244,7 +246,7 @@ static void test_no_device_sync(const char *tp, ddp_stream_t s) {
   float *d = dev_alloc(n * 4), *h = malloc(n * 4);
   for (size_t i = 0; i < n; i++) h[i] = 1.0f;
   CHECK_OK(ddp_memcpy_async(&comm, d, h, n * 4, s));
-  hold_t hold = {0, 0};
+  hold_t hold = {0, 0, 0};
   CHECK_OK(ddp_launch_host_func(&comm, u, hold_fn, &hold));
   ddp_coll_opts_t o;
   ddp_coll_opts_default(&o);
@@ -259,6 +261,36 @@ static void test_no_device_sync(const char *tp, ddp_stream_t s) {
   CHECK(h[0] == (float)size && h[n - 1] == (float)size, "[%s] result %g, want %d", tp, h[0], size);
   CHECK_OK(ddp_device_free(&comm, d));
   CHECK_OK(ddp_stream_destroy(&comm, u));
+  free(h);
+}
+
+/* A caller's stream that never gets to the collective's input: the wait for it is under the
+ * DDP_TIMEOUT_S watchdog (run with DDP_TIMEOUT_S=1 DDP_ON_TIMEOUT=return, one rank). */
+static void test_timeout(const char *tp, ddp_stream_t s) {
+  const size_t n = 1000;
+  float *d = dev_alloc(n * 4), *h = malloc(n * 4);
+  hold_t hold = {0, 0, 20000};
+  CHECK_OK(ddp_launch_host_func(&comm, s, hold_fn, &hold));
+  ddp_coll_opts_t o;
+  ddp_coll_opts_default(&o);
+  o.mem = DDP_MEM_CUDA;
+  o.stream = s;
+  double t0 = MPI_Wtime();
+  CHECK_ST(ddp_allreduce(&comm, DDP_IN_PLACE, d, n, DDP_F32, DDP_SUM, &o), DDP_ETIMEDOUT);
+  CHECK_MSG("caller's stream");
+  double waited = MPI_Wtime() - t0;
+  CHECK(waited >= 0.9 && waited < 10, "[%s] timed out after %.1f s with DDP_TIMEOUT_S=1", tp, waited);
+  hold.release = 1;
+  CHECK_OK(ddp_stream_synchronize(&comm, s));
+  CHECK(!hold.timed_out, "[%s] hold released late", tp);
+  /* the communicator still works on one rank */
+  for (size_t i = 0; i < n; i++) h[i] = 2.0f;
+  CHECK_OK(ddp_memcpy_async(&comm, d, h, n * 4, s));
+  CHECK_OK(ddp_allreduce(&comm, DDP_IN_PLACE, d, n, DDP_F32, DDP_SUM, &o));
+  CHECK_OK(ddp_memcpy_async(&comm, h, d, n * 4, s));
+  CHECK_OK(ddp_stream_synchronize(&comm, s));
+  CHECK(h[0] == 2.0f * size && h[n - 1] == 2.0f * size, "[%s] after a timeout: %g", tp, h[0]);
+  CHECK_OK(ddp_device_free(&comm, d));
   free(h);
 }
 
@@ -321,6 +353,7 @@ int main(int argc, char **argv) {
   if (ddp_device_available(&comm)) {
     ddp_stream_t s;
     CHECK_OK(ddp_stream_create(&comm, &s));
+    int timeout_mode = argc > 1 && !strcmp(argv[1], "timeout");
     for (int k = 0; k < ntps; k++) {
       const char *name = NULL;
       ddp_status_t st = ddp_device_set_transport(&comm, tps[k]);
@@ -331,13 +364,17 @@ int main(int argc, char **argv) {
       CHECK_ST(st, DDP_OK);
       CHECK_OK(ddp_device_transport(&comm, NULL, &name));
       CHECK(name && !strcmp(name, tps[k]), "transport %s, wanted %s", name ? name : "?", tps[k]);
+      if (timeout_mode) {
+        test_timeout(tps[k], s);
+        continue;
+      }
       test_ordering(tps[k], s);
       test_allreduce(tps[k], s);
       test_others(tps[k], s);
       test_algos(tps[k], s);
       test_no_device_sync(tps[k], s);
     }
-    test_bad();
+    if (!timeout_mode) test_bad();
     CHECK_OK(ddp_stream_destroy(&comm, s));
   }
   int rc = ddp_test_finish("device_coll");
