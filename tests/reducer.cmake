@@ -32,3 +32,10 @@ foreach(np 1 2 3)
   ddp_add_mpi_test(NAME reducer_device_np${np} EXE reducer_device NP ${np} LABELS "emulate;quick;mpi" TIMEOUT 120
     ENV DDP_DEVICE_EMULATE=1)
 endforeach()
+# Two virtual nodes of two ranks: per-node pools, hierarchical allreduce across "nodes".
+ddp_add_mpi_test(NAME reducer_exact_vnodes_np4 EXE reducer_exact NP 4 LABELS quick mpi TIMEOUT 90
+  ENV DDP_RANKS_PER_NODE=2)
+if(TARGET reducer_equiv)
+  ddp_add_mpi_test(NAME reducer_equiv_vnodes_np4 EXE reducer_equiv NP 4 LABELS quick mpi TIMEOUT 120
+    ENV DDP_RANKS_PER_NODE=2 OPENBLAS_NUM_THREADS=1)
+endif()
