@@ -51,6 +51,8 @@ typedef struct opts {
   sync_kind_t sync;
   int device; /* 1: gradient buckets in device memory (--device cuda) */
   long lanes; /* --deterministic L */
+  train_amp_t amp;
+  double loss_scale; /* initial scale for --amp fp16 */
   int progress; /* -1 auto, 0 off, 1 on */
 } opts_t;
 
@@ -73,6 +75,11 @@ static void usage(FILE *f) {
           "  --deterministic L        world-size-independent arithmetic: L fixed lanes per global\n"
           "                           batch, f64 gradient exchange (L a multiple of -np); the\n"
           "                           loss curve is then bitwise the same at every -np dividing L\n"
+          "  --amp none|fp16|bf16     mixed precision emulated on the CPU: GEMM operands rounded\n"
+          "                           to f16/bf16, f32 accumulation and master weights; fp16 with\n"
+          "                           dynamic loss scaling (skip + halve on inf/nan, double after\n"
+          "                           2000 clean steps)\n"
+          "  --loss-scale X           initial fp16 loss scale (default 65536)\n"
           "  --device host|cuda       cuda: parameters and gradient buckets live in device memory\n"
           "                           and are exchanged by the device transports (CUDA-aware\n"
           "                           MPI, staged, NCCL: DDP_TRANSPORT); the model's arithmetic\n"
@@ -124,7 +131,7 @@ static int parse_double(const char *flag, const char *v, double lo, double hi, d
 static int parse_args(int argc, char **argv, opts_t *o) {
   *o = (opts_t){.epochs = 10, .batch = 64, .lr = 0.05, .momentum = 0.9, .wd = 5e-4,
                 .warmup = -1, .model = "mlp", .seed = 0, .algo = NULL, .bucket_cap_mb = 25.0,
-                .hook = DDP_HOOK_NONE, .data = NULL, .threads = 1, .sync = SYNC_REDUCER, .progress = -1};
+                .hook = DDP_HOOK_NONE, .data = NULL, .threads = 1, .sync = SYNC_REDUCER, .progress = -1, .loss_scale = 65536.0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -188,6 +195,18 @@ static int parse_args(int argc, char **argv, opts_t *o) {
     } else if (FLAG("--deterministic")) {
       if (parse_long(a, v, 1, 4096, &x)) return -1;
       o->lanes = x, o->sync = SYNC_LANES, i++;
+    } else if (FLAG("--amp")) {
+      if (v && strcmp(v, "none") == 0) o->amp = TRAIN_AMP_NONE;
+      else if (v && strcmp(v, "fp16") == 0) o->amp = TRAIN_AMP_FP16;
+      else if (v && strcmp(v, "bf16") == 0) o->amp = TRAIN_AMP_BF16;
+      else {
+        fprintf(stderr, "ddp_train: --amp expects none, fp16 or bf16, got '%s'\n", v ? v : "(missing)");
+        return -1;
+      }
+      i++;
+    } else if (FLAG("--loss-scale")) {
+      if (parse_double(a, v, 1.0, 1e30, &o->loss_scale)) return -1;
+      i++;
     } else if (FLAG("--device")) {
       if (v && strcmp(v, "host") == 0) o->device = 0;
       else if (v && strcmp(v, "cuda") == 0) o->device = 1;
@@ -290,6 +309,26 @@ static int evaluate(train_model_t *m, const ddp_dataset_t *test, uint64_t n_test
   return 0;
 }
 
+/* Rank 0: serialises st plus the model, momentum and loss-scaler state, writes it atomically.
+ * A failed write is reported and training goes on (the previous checkpoint stays intact). */
+static void save_checkpoint(const opts_t *o, const train_model_t *m, float *const *mom,
+                            const train_scaler_t *scaler, ckpt_state_t *st) {
+  char err[1024];
+  snprintf(st->model, sizeof st->model, "%s", o->model);
+  st->loss_scale = o->amp == TRAIN_AMP_FP16 ? scaler->scale : 0.0f;
+  st->scale_clean = o->amp == TRAIN_AMP_FP16 ? scaler->clean : 0;
+  void *cb = NULL;
+  size_t cbytes = 0;
+  if (ckpt_serialize(st, (float *const *)m->param, mom, m->count, &cb, &cbytes, err, sizeof err) != 0 ||
+      ckpt_write_atomic(o->checkpoint, cb, cbytes, err, sizeof err) != 0)
+    fprintf(stderr, "ddp_train: checkpoint not written: %s\n", err);
+  free(cb);
+}
+
+static const char *amp_name(train_amp_t a) {
+  return a == TRAIN_AMP_FP16 ? "fp16" : a == TRAIN_AMP_BF16 ? "bf16" : "none";
+}
+
 static const char *hook_name(ddp_hook_t h) {
   return h == DDP_HOOK_FP16 ? "fp16" : h == DDP_HOOK_BF16 ? "bf16" : "none";
 }
@@ -328,6 +367,12 @@ int main(int argc, char **argv) {
   }
   uint64_t rng = o.seed * 0x2545F4914F6CDD1DULL + 1;
   tm_init_params(&m, &rng);
+  if (tm_set_amp(&m, o.amp) != 0) {
+    fprintf(stderr, "ddp_train: out of memory for --amp\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  train_scaler_t scaler = {.scale = o.amp == TRAIN_AMP_FP16 ? (float)o.loss_scale : 1.0f,
+                           .clean = 0, .interval = 2000, .skipped = 0};
   float *mom_block = calloc(m.total, sizeof(float));
   float *flat_grad = calloc(m.total, sizeof(float)); /* --sync mpi, --deterministic, --device */
   float *mom[TM_MAX_PARAMS];
@@ -406,6 +451,10 @@ int main(int argc, char **argv) {
     rng = view.st.rng;
     resume_loss_sum = view.st.loss_sum;
     resume_loss_steps = view.st.loss_steps;
+    if (o.amp == TRAIN_AMP_FP16 && view.st.loss_scale >= 1.0f) {
+      scaler.scale = view.st.loss_scale;
+      scaler.clean = view.st.scale_clean;
+    }
     free(buf);
   }
 
@@ -530,6 +579,9 @@ int main(int argc, char **argv) {
     else
       printf("# grad sync: one MPI_Allreduce of all %zu gradients after backward; BLAS threads %d\n",
              m.total, o.threads);
+    if (o.amp != TRAIN_AMP_NONE)
+      printf("# mixed precision (CPU emulation): %s operands, f32 accumulation and master weights%s\n",
+             amp_name(o.amp), o.amp == TRAIN_AMP_FP16 ? ", dynamic loss scaling" : "");
     printf("# activation memory per rank: %.2f MB %s (%.2f MB %s, %.0f%% saved)\n",
            (double)m.act_bytes / 1048576.0,
            o.checkpoint_activations ? "with checkpointing" : "without checkpointing",
@@ -571,6 +623,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < m.nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, (void **)&m.grad[i]));
       }
       double loss = 0.0;
+      m.loss_scale = scaler.scale;
       if (o.sync == SYNC_LANES) {
         /* Local sample j sits at position rank + j * size of the global batch, so its lane is
          * (rank + j * size) mod L: the rank owns lanes rank, rank + size, ... (local lane
@@ -618,9 +671,17 @@ int main(int argc, char **argv) {
         for (size_t k = 0; k < m.total; k++) flat_grad[k] *= inv;
       }
       lr = train_lr(o.lr, global_step, warmup, total_steps);
-      for (size_t i = 0; i < m.nparams; i++)
-        train_sgd_step(m.param[i], m.grad[i], mom[i], m.count[i], (float)lr, (float)o.momentum,
-                       (float)o.wd);
+      int take_step = 1;
+      if (o.amp == TRAIN_AMP_FP16) {
+        /* Every rank holds the same averaged gradients, so every rank decides the same. */
+        for (size_t i = 0; i < m.nparams; i++)
+          take_step &= train_unscale_check(m.grad[i], m.count[i], scaler.scale);
+        train_scaler_update(&scaler, take_step);
+      }
+      if (take_step)
+        for (size_t i = 0; i < m.nparams; i++)
+          train_sgd_step(m.param[i], m.grad[i], mom[i], m.count[i], (float)lr, (float)o.momentum,
+                         (float)o.wd);
       global_step++;
       loss_sum += loss;
       loss_steps++;
@@ -646,13 +707,7 @@ int main(int argc, char **argv) {
                              .step_in_epoch = s + 1, .global_step = global_step, .rng = rng,
                              .loss_sum = g / size, .loss_steps = loss_steps,
                              .epochs = (uint64_t)o.epochs};
-          snprintf(st.model, sizeof st.model, "%s", o.model);
-          void *cb = NULL;
-          size_t cbytes = 0;
-          if (ckpt_serialize(&st, m.param, mom, m.count, &cb, &cbytes, err, sizeof err) != 0 ||
-              ckpt_write_atomic(o.checkpoint, cb, cbytes, err, sizeof err) != 0)
-            fprintf(stderr, "ddp_train: checkpoint not written: %s\n", err);
-          free(cb);
+          save_checkpoint(&o, &m, mom, &scaler, &st);
         }
       }
       if (stop_now) {
@@ -694,18 +749,15 @@ int main(int argc, char **argv) {
                          .seed = o.seed, .epoch = epoch + 1, .step_in_epoch = 0,
                          .global_step = global_step, .rng = rng, .loss_sum = 0.0, .loss_steps = 0,
                          .epochs = (uint64_t)o.epochs};
-      snprintf(st.model, sizeof st.model, "%s", o.model);
-      void *cb = NULL;
-      size_t cbytes = 0;
-      if (ckpt_serialize(&st, m.param, mom, m.count, &cb, &cbytes, err, sizeof err) != 0 ||
-          ckpt_write_atomic(o.checkpoint, cb, cbytes, err, sizeof err) != 0)
-        fprintf(stderr, "ddp_train: checkpoint not written: %s\n", err);
-      free(cb);
+      save_checkpoint(&o, &m, mom, &scaler, &st);
     }
   }
   if (rank == 0 && !stopped) {
     printf("final: test accuracy %.2f%% after %d epochs (%d ranks, global batch %ld), %.1f s\n",
            100.0 * acc, o.epochs, size, o.batch * size, train_now() - run_t0);
+    if (o.amp == TRAIN_AMP_FP16)
+      printf("# amp fp16: %llu step(s) skipped for inf/nan gradients, loss scale now %g\n",
+             (unsigned long long)scaler.skipped, (double)scaler.scale);
     printf("# final parameters: CRC32 0x%08x over %zu f32 values\n",
            ckpt_crc32(m.param_block, sizeof(float) * m.total), m.total);
     if (reducer && ddp_reducer_stats(reducer, &rs) == DDP_OK && rs.iterations)

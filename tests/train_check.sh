@@ -5,6 +5,7 @@
 #       resume   an interrupted run resumed from its checkpoint logs the very same losses
 #       corrupt  corrupt / truncated / mismatched checkpoints are refused, nothing overwritten
 #       determ   --deterministic 4: np = 1, 2, 4 give bitwise the same losses and parameters
+#       amp      --amp bf16/fp16 close to f32; fp16 loss-scale backoff; resume keeps the scale
 #       device   --device cuda (DDP_DEVICE_EMULATE=1) logs the same losses as the host run
 #       accuracy np = 2, one full epoch reaches >= 84% test accuracy
 set -uo pipefail
@@ -114,6 +115,34 @@ corrupt)
     say "$name: refused (exit $rc): $(grep -m1 'cannot resume' case.out)"
   done
   ;;
+amp)
+  # --amp (CPU emulation): bf16 and fp16 train like f32 (epoch-2 loss within 5%); fp16 started
+  # at a loss scale of 1e12 overflows, skips steps and backs off, and a run interrupted in the
+  # middle of that and resumed logs the very same losses (the scale is in the checkpoint).
+  common=(--epochs 2 --batch 32 "${quick[@]}")
+  rm -f amp_*.csv ampf.log ampp.log ampr.log ampck.bin
+  for a in none bf16 fp16; do
+    "${mpirun[@]}" -np 2 "$train" "${common[@]}" --amp $a --metrics amp_$a.csv >amp_$a.out 2>&1 ||
+      bad "--amp $a: exit $?: $(tail -3 amp_$a.out)"
+  done
+  for a in bf16 fp16; do
+    awk -F, 'NR == FNR { if ($1 == 2) ref = $3; next }
+             $1 == 2 { r = ($3 - ref) / ref; if (r < 0) r = -r; printf "  epoch 2 loss %.6f vs f32 %.6f (%.2g)\n", $3, ref, r;
+                       found = 1; if (!(r < 0.05)) exit 1 } END { if (!found) exit 1 }' amp_none.csv amp_$a.csv ||
+      bad "--amp $a: epoch-2 loss not within 5% of f32"
+  done
+  grep -q "0 step(s) skipped" amp_fp16.out || bad "fp16 at the default scale skipped steps: $(grep 'amp fp16' amp_fp16.out)"
+  big=(--amp fp16 --loss-scale 1e12)
+  "${mpirun[@]}" -np 2 "$train" "${common[@]}" "${big[@]}" --log-steps ampf.log >ampf.out 2>&1 || bad "fp16 1e12: $?"
+  skipped=$(sed -n 's/^# amp fp16: \([0-9]*\) step.*/\1/p' ampf.out)
+  [ "${skipped:-0}" -ge 10 ] || bad "fp16 at scale 1e12 skipped ${skipped:-no} steps, expected >= 10"
+  "${mpirun[@]}" -np 2 "$train" "${common[@]}" "${big[@]}" --checkpoint ampck.bin --checkpoint-every 6 \
+    --stop-after 7 --log-steps ampp.log >ampp.out 2>&1 || bad "fp16 interrupted: $?"
+  "${mpirun[@]}" -np 2 "$train" "${common[@]}" "${big[@]}" --resume ampck.bin --log-steps ampr.log \
+    >ampr.out 2>&1 || bad "fp16 resumed: $?"
+  diff <(awk '$1 > 6' ampf.log) ampr.log >/dev/null || bad "fp16 resumed losses differ: $(diff <(awk '$1 > 6' ampf.log) ampr.log | head -3)"
+  say "fp16 from scale 1e12: $skipped steps skipped; resume from step 6 identical"
+  ;;
 device)
   # --device cuda under the host emulation: parameters and buckets in "device" memory, the
   # exchange through the device transports; the losses must equal the host run's bit for bit
@@ -136,7 +165,7 @@ accuracy)
   awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 84.0) }' || bad "test accuracy ${acc:-none}% < 84%"
   ;;
 *)
-  echo "usage: $0 equiv|determ|resume|corrupt|device|accuracy MPIEXEC DDP_TRAIN SCRATCH" >&2
+  echo "usage: $0 equiv|determ|resume|corrupt|amp|device|accuracy MPIEXEC DDP_TRAIN SCRATCH" >&2
   exit 2
   ;;
 esac

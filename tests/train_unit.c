@@ -1,6 +1,7 @@
 /* Unit tests of ddp_train's building blocks (no communication): the models' gradients against
  * finite differences, activation checkpointing giving bitwise the same gradients with less
- * memory, the learning-rate schedule, and the checkpoint format (round trip, corrupt,
+ * memory, the learning-rate schedule, f16/bf16 rounding, the loss scaler, mixed-precision
+ * gradients close to f32's, and the checkpoint format (round trip, corrupt,
  * truncated, mismatched files are refused; a failed write leaves the old file alone).
  * Usage: train_unit SCRATCH_DIR */
 #include <cblas.h>
@@ -115,6 +116,78 @@ static void schedule(void) {
   CHECK(fabsf(buf[1] - (0.9f * (0.25f - 0.02f) + 0.25f)) < 1e-6f, "momentum %g", buf[1]);
 }
 
+static void rounding(void) {
+  /* f16: exact values stay, ties go to even, overflow from 65520, subnormal steps 2^-24. */
+  CHECK(train_round_fp16(1.0f) == 1.0f && train_round_fp16(-2.5f) == -2.5f, "exact values");
+  CHECK(train_round_fp16(65504.0f) == 65504.0f, "f16 max");
+  CHECK(train_round_fp16(65519.0f) == 65504.0f, "just below the overflow threshold");
+  CHECK(isinf(train_round_fp16(65520.0f)) && train_round_fp16(-70000.0f) < 0 &&
+            isinf(train_round_fp16(-70000.0f)), "overflow to inf");
+  CHECK(train_round_fp16(1.0f + 1.0f / 2048.0f) == 1.0f, "tie to even (down) %g",
+        (double)train_round_fp16(1.0f + 1.0f / 2048.0f));
+  CHECK(train_round_fp16(1.0f + 3.0f / 2048.0f) == 1.0f + 2.0f / 1024.0f, "tie to even (up)");
+  CHECK(train_round_fp16(0.1f) == 0.0999755859375f, "0.1 -> %.12g", (double)train_round_fp16(0.1f));
+  const float q = 1.0f / 16777216.0f; /* 2^-24, the smallest f16 subnormal */
+  CHECK(train_round_fp16(q) == q && train_round_fp16(0.5f * q) == 0.0f &&
+            train_round_fp16(1.5f * q) == 2.0f * q && train_round_fp16(0.75f * q) == q,
+        "subnormals");
+  CHECK(train_round_fp16(1e-9f) == 0.0f, "underflow to zero");
+  CHECK(isnan(train_round_fp16(NAN)) && isinf(train_round_fp16(INFINITY)), "nan/inf kept");
+  /* bf16: 8-bit mantissa, f32 range. */
+  CHECK(train_round_bf16(1.0f + 1.0f / 256.0f) == 1.0f, "bf16 tie to even");
+  CHECK(train_round_bf16(1.0f + 3.0f / 256.0f) == 1.0f + 4.0f / 256.0f, "bf16 tie up");
+  CHECK(train_round_bf16(1e30f) > 9.9e29f && !isinf(train_round_bf16(1e30f)), "bf16 range");
+  CHECK(train_round_bf16(0.1f) == 0.10009765625f, "bf16 0.1 -> %.12g", (double)train_round_bf16(0.1f));
+  /* Loss scaler: skip + halve on overflow, double after `interval` clean steps. */
+  train_scaler_t sc = {.scale = 1024.0f, .interval = 3};
+  float g[2] = {2048.0f, INFINITY};
+  CHECK(!train_unscale_check(g, 2, sc.scale) && g[0] == 2.0f, "inf detected, values unscaled");
+  train_scaler_update(&sc, 0);
+  CHECK(sc.scale == 512.0f && sc.skipped == 1, "backoff %g", (double)sc.scale);
+  for (int i = 0; i < 3; i++) train_scaler_update(&sc, 1);
+  CHECK(sc.scale == 1024.0f && sc.clean == 0, "growth %g", (double)sc.scale);
+}
+
+/* Mixed precision keeps the gradients close to f32's (fp16 with a loss scale, bf16 without). */
+static void amp_gradients(const char *kind) {
+  const int B = 8, C = 10;
+  char err[256];
+  train_model_t m, a;
+  CHECK(tm_create(&m, kind, B, C, 0, err, sizeof err) == 0, "%s", err);
+  CHECK(tm_create(&a, kind, B, C, 0, err, sizeof err) == 0, "%s", err);
+  uint64_t r1 = 3, r2 = 3;
+  tm_init_params(&m, &r1);
+  tm_init_params(&a, &r2);
+  float *x = malloc(sizeof(float) * (size_t)B * 784);
+  int32_t y[8];
+  make_batch(x, y, B, C, 5);
+  float *g = calloc(m.total, sizeof(float)), *ga = calloc(m.total, sizeof(float));
+  for (size_t i = 0, off = 0; i < m.nparams; off += m.count[i], i++) m.grad[i] = g + off, a.grad[i] = ga + off;
+  tm_forward(&m, x, y, B);
+  tm_backward(&m, x, y, B, NULL, NULL);
+  for (int amp = TRAIN_AMP_FP16; amp <= TRAIN_AMP_BF16; amp++) {
+    CHECK(tm_set_amp(&a, (train_amp_t)amp) == 0, "tm_set_amp");
+    a.loss_scale = amp == TRAIN_AMP_FP16 ? 1024.0f : 1.0f;
+    tm_forward(&a, x, y, B);
+    tm_backward(&a, x, y, B, NULL, NULL);
+    CHECK(train_unscale_check(ga, a.total, a.loss_scale), "%s amp %d: non-finite gradient", kind, amp);
+    double num = 0, den = 0;
+    for (size_t k = 0; k < m.total; k++) {
+      double d = (double)ga[k] - (double)g[k];
+      num += d * d;
+      den += (double)g[k] * (double)g[k];
+    }
+    double rel = sqrt(num / den), lim = amp == TRAIN_AMP_FP16 ? 0.03 : 0.1;
+    printf("%s %s: gradient relative error %.4f\n", kind, amp == TRAIN_AMP_FP16 ? "fp16" : "bf16", rel);
+    CHECK(rel < lim && rel > 0, "%s amp %d: gradient relative error %.3g (limit %g)", kind, amp, rel, lim);
+  }
+  free(x);
+  free(g);
+  free(ga);
+  tm_free(&m);
+  tm_free(&a);
+}
+
 static int write_bytes(const char *path, const void *b, size_t n) {
   FILE *f = fopen(path, "wb");
   if (!f) return -1;
@@ -128,7 +201,8 @@ static void checkpoint_format(const char *dir) {
   size_t counts[2] = {3, 2};
   ckpt_state_t st = {.nparams = 2, .world = 2, .batch = 64, .seed = 5, .epoch = 1,
                      .step_in_epoch = 17, .global_step = 486, .rng = 0xDEADBEEFCAFEULL,
-                     .loss_sum = 12.5, .loss_steps = 17, .epochs = 3};
+                     .loss_sum = 12.5, .loss_steps = 17, .epochs = 3, .loss_scale = 4096.0f,
+                     .scale_clean = 77};
   snprintf(st.model, sizeof st.model, "mlp");
   void *buf = NULL;
   size_t n = 0;
@@ -139,6 +213,7 @@ static void checkpoint_format(const char *dir) {
   CHECK(ckpt_parse(buf, n, &v, err, sizeof err) == 0, "parse: %s", err);
   CHECK(v.st.epoch == 1 && v.st.step_in_epoch == 17 && v.st.global_step == 486 &&
             v.st.rng == 0xDEADBEEFCAFEULL && v.st.loss_sum == 12.5 && v.st.world == 2 &&
+            v.st.loss_scale == 4096.0f && v.st.scale_clean == 77 &&
             strcmp(v.st.model, "mlp") == 0,
         "fields did not round-trip");
   float back[5], mback[5];
@@ -211,6 +286,9 @@ int main(int argc, char **argv) {
   gradcheck("mlp");
   gradcheck("cnn");
   schedule();
+  rounding();
+  amp_gradients("mlp");
+  amp_gradients("cnn");
   checkpoint_format(dir);
   return ddp_test_finish("train_unit");
 }

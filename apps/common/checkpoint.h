@@ -21,7 +21,8 @@
  *    96     8  f64 running train-loss sum of the current epoch
  *   104     8  steps in that sum
  *   112     8  epochs of the run that wrote it (informational)
- *   120     8  reserved (0)
+ *   120     4  f32 loss scale of --amp fp16 (0 without dynamic scaling)
+ *   124     4  clean steps since the scale last changed
  *   128  8*np  u64 element count of each parameter tensor
  *     .  4*T   parameters (T = total), in registration order
  *     .  4*T   momentum buffers, same order
@@ -58,6 +59,8 @@ typedef struct ckpt_state {
   double loss_sum;
   uint64_t loss_steps;
   uint64_t epochs;
+  float loss_scale;
+  uint32_t scale_clean;
 } ckpt_state_t;
 
 /* Where the variable-size parts lie inside a parsed buffer (byte offsets; the data may be
@@ -162,6 +165,9 @@ static inline int ckpt_parse(const void *buf, size_t bytes, ckpt_view_t *v, char
   st.loss_sum = ckpt__bits_f64(ckpt__get_u64(p + 96));
   st.loss_steps = ckpt__get_u64(p + 104);
   st.epochs = ckpt__get_u64(p + 112);
+  uint32_t scale_bits = ckpt__get_u32(p + 120);
+  memcpy(&st.loss_scale, &scale_bits, 4);
+  st.scale_clean = ckpt__get_u32(p + 124);
   if (st.nparams == 0 || st.nparams > CKPT_MAX_PARAMS) {
     snprintf(err, errlen, "checkpoint header: nparams %u out of range 1..%u", st.nparams,
              CKPT_MAX_PARAMS);
@@ -340,6 +346,10 @@ static inline int ckpt_serialize(const ckpt_state_t *st, float *const *params,
   ckpt__put_u64(b + 96, ckpt__f64_bits(st->loss_sum));
   ckpt__put_u64(b + 104, st->loss_steps);
   ckpt__put_u64(b + 112, st->epochs);
+  uint32_t scale_bits;
+  memcpy(&scale_bits, &st->loss_scale, 4);
+  ckpt__put_u32(b + 120, scale_bits);
+  ckpt__put_u32(b + 124, st->scale_clean);
   size_t off = CKPT_HEADER_BYTES;
   for (uint32_t i = 0; i < st->nparams; i++, off += 8) ckpt__put_u64(b + off, counts[i]);
   for (int which = 0; which < 2; which++)

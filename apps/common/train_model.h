@@ -6,7 +6,8 @@
  * W1, b1, ...), PyTorch layouts (Linear W is out x in, Conv2d W is cout x cin x k x k), the
  * loss is the mean softmax cross-entropy over the local batch, gradients are written into
  * caller-provided pointers (grad[i], e.g. reducer bucket views) and a callback fires as soon
- * as each gradient is complete (bias, then weight, last layer first). */
+ * as each gradient is complete (bias, then weight, last layer first). tm_set_amp emulates
+ * mixed precision (f16/bf16 operands, f32 accumulation) with a loss scale for f16. */
 #ifndef TRAIN_MODEL_H
 #define TRAIN_MODEL_H
 
@@ -62,6 +63,12 @@ typedef struct train_model {
   size_t act_bytes;                    /* activation bytes held between forward and backward */
   size_t act_bytes_full;               /* ... without checkpointing */
   size_t act_bytes_ckpt;               /* ... with checkpointing */
+  /* Mixed precision (tm_set_amp): GEMM operands (weights, activations, back-propagated
+   * errors) rounded to f16/bf16, f32 accumulation and f32 master weights and gradients. */
+  train_amp_t amp;
+  float loss_scale;                    /* multiplies the loss gradient (1 unless fp16 scaling) */
+  float *wlow_block, *wlow[TM_MAX_PARAMS];
+  float *xlow;                         /* the rounded input batch */
 } train_model_t;
 
 static inline void tm_free(train_model_t *m) {
@@ -79,6 +86,8 @@ static inline void tm_free(train_model_t *m) {
   free(m->delta[1]);
   free(m->dcol);
   free(m->param_block);
+  free(m->wlow_block);
+  free(m->xlow);
   memset(m, 0, sizeof *m);
 }
 
@@ -104,6 +113,7 @@ static inline int tm_create(train_model_t *m, const char *kind, int max_batch, i
   }
   m->max_batch = max_batch;
   m->classes = classes;
+  m->loss_scale = 1.0f;
   m->checkpoint = checkpoint;
   m->in_elems = 784;
   snprintf(m->name, sizeof m->name, "%s", kind);
@@ -228,6 +238,21 @@ static inline int tm_create(train_model_t *m, const char *kind, int max_batch, i
   return 0;
 }
 
+/* Switches mixed precision on (TRAIN_AMP_FP16 / TRAIN_AMP_BF16) or off. Returns 0, or -1
+ * when the rounded copies cannot be allocated. */
+static inline int tm_set_amp(train_model_t *m, train_amp_t amp) {
+  m->amp = amp;
+  if (amp == TRAIN_AMP_NONE || m->wlow_block) return 0;
+  m->wlow_block = malloc(sizeof(float) * m->total);
+  m->xlow = malloc(sizeof(float) * (size_t)m->max_batch * m->in_elems);
+  if (!m->wlow_block || !m->xlow) {
+    m->amp = TRAIN_AMP_NONE;
+    return -1;
+  }
+  for (size_t i = 0, off = 0; i < m->nparams; off += m->count[i], i++) m->wlow[i] = m->wlow_block + off;
+  return 0;
+}
+
 /* PyTorch's default Linear/Conv2d range U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for W and b from one
  * splitmix64 stream (*rng, advanced) in parameter order. */
 static inline void tm_init_params(train_model_t *m, uint64_t *rng) {
@@ -248,15 +273,20 @@ static inline void tm__relu(float *z, size_t n) {
   for (size_t k = 0; k < n; k++) z[k] = z[k] > 0.0f ? z[k] : 0.0f;
 }
 
+/* The weights the GEMMs use: the master copy, or its rounded image under mixed precision. */
+static inline const float *tm__w(const train_model_t *m, int i) {
+  return m->amp ? m->wlow[i] : m->param[i];
+}
+
 static inline void tm__layer_forward(train_model_t *m, tm_layer_t *y, const float *in, int batch) {
   size_t B = (size_t)batch;
   if (y->kind == TM_DENSE) {
-    const float *W = m->param[y->wi], *b = m->param[y->wi + 1];
+    const float *W = tm__w(m, y->wi), *b = tm__w(m, y->wi + 1);
     for (size_t r = 0; r < B; r++) memcpy(y->out + r * (size_t)y->oc, b, sizeof(float) * (size_t)y->oc);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, y->oc, y->c, 1.0f, in, y->c, W,
                 y->c, 1.0f, y->out, y->oc);
   } else if (y->kind == TM_CONV) {
-    const float *W = m->param[y->wi], *b = m->param[y->wi + 1];
+    const float *W = tm__w(m, y->wi), *b = tm__w(m, y->wi + 1);
     int K = y->c * y->k * y->k, P = y->oh * y->ow;
     for (size_t n = 0; n < B; n++) {
       float *col = y->col + n * y->col_elems, *out = y->out + n * y->out_elems;
@@ -272,15 +302,23 @@ static inline void tm__layer_forward(train_model_t *m, tm_layer_t *y, const floa
                    y->arg + n * y->out_elems);
   }
   if (y->relu) tm__relu(y->out, B * y->out_elems);
+  if (m->amp && y->kind != TM_POOL) train_round(y->out, B * y->out_elems, m->amp);
 }
 
+/* Layer l's input; layer 0 reads the batch (its rounded copy under mixed precision). */
 static inline const float *tm__input(const train_model_t *m, int l, const float *x) {
-  return l ? m->layer[l - 1].out : x;
+  return l ? m->layer[l - 1].out : m->amp ? m->xlow : x;
 }
 
 /* Forward pass over `batch` (<= max_batch) samples of x (batch x 784); the logits are left in
  * tm_logits(m). With labels, returns the mean cross-entropy (else 0). */
 static inline double tm_forward(train_model_t *m, const float *x, const int32_t *labels, int batch) {
+  if (m->amp) {
+    memcpy(m->wlow_block, m->param_block, sizeof(float) * m->total);
+    train_round(m->wlow_block, m->total, m->amp);
+    memcpy(m->xlow, x, sizeof(float) * (size_t)batch * m->in_elems);
+    train_round(m->xlow, (size_t)batch * m->in_elems, m->amp);
+  }
   for (int l = 0; l < m->nlayers; l++) tm__layer_forward(m, &m->layer[l], tm__input(m, l, x), batch);
   if (!labels) return 0.0;
   const float *logits = m->layer[m->nlayers - 1].out;
@@ -318,7 +356,7 @@ static inline void tm__layer_backward(train_model_t *m, tm_layer_t *y, const flo
     return;
   }
   float *dW = m->grad[y->wi], *db = m->grad[y->wi + 1];
-  const float *W = m->param[y->wi];
+  const float *W = tm__w(m, y->wi);
   memset(db, 0, sizeof(float) * (size_t)y->oc);
   if (y->kind == TM_DENSE) {
     for (size_t r = 0; r < B; r++) {
@@ -329,9 +367,11 @@ static inline void tm__layer_backward(train_model_t *m, tm_layer_t *y, const flo
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, y->oc, y->c, batch, 1.0f, dout, y->oc, in,
                 y->c, 0.0f, dW, y->c);
     if (ready) ready((size_t)y->wi, ctx);
-    if (din)
+    if (din) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, y->c, y->oc, 1.0f, dout, y->oc,
                   W, y->c, 0.0f, din, y->c);
+      if (m->amp) train_round(din, B * y->in_elems, m->amp);
+    }
     return;
   }
   int K = y->c * y->k * y->k, P = y->oh * y->ow;
@@ -353,6 +393,7 @@ static inline void tm__layer_backward(train_model_t *m, tm_layer_t *y, const flo
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, K, P, y->oc, 1.0f, W, K,
                   dout + n * y->out_elems, P, 0.0f, m->dcol, P);
       cnn_col2im(m->dcol, y->c, y->h, y->w, y->k, din + n * y->in_elems);
+      if (m->amp) train_round(din + n * y->in_elems, y->in_elems, m->amp);
     }
 }
 
@@ -374,6 +415,9 @@ static inline void tm_backward(train_model_t *m, const float *x, const int32_t *
     float inv = 1.0f / (sum * (float)batch);
     for (int c = 0; c < C; c++) d[c] *= inv;
     d[labels[r]] -= 1.0f / (float)batch;
+    if (m->loss_scale != 1.0f)
+      for (int c = 0; c < C; c++) d[c] *= m->loss_scale;
+    if (m->amp) train_round(d, (size_t)C, m->amp);
   }
   int l = nl - 1;
   while (l >= 0) {
