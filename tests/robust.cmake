@@ -80,6 +80,14 @@ ddp_add_robust_test(NAME robust_coll_hang_return_np3 EXE robust_coll NP 3 ARGS h
   CHECKS --want "ddp_wait returned .*timed out.*: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=2\\) waiting for collective #3 allreduce"
          --want "mpiddp ABORT: robust_coll: rank [02] gives up after DDP_ETIMEDOUT$"
          --not "completed although")
+# DDP_ON_TIMEOUT=return and then a normal ddp_finalize on every rank: the abandoned collective
+# (shared-memory allreduce; a pending MPI broadcast) must not hang the shutdown.
+foreach(v "" _bcast)
+  ddp_add_robust_test(NAME robust_coll_hang_finalize${v}_np3 EXE robust_coll NP 3 ARGS hang_finalize${v}
+    EXPECT ok MAXS 25 TIMEOUT 60 LABELS quick robust ENV DDP_TIMEOUT_S=2 DDP_ON_TIMEOUT=return
+    CHECKS --want "rank 0: ddp_wait returned timed out: watchdog: timeout after [0-9.]+ s"
+           --want "rank 0 finalizes" --want "rank 1 finalizes")
+endforeach()
 ddp_add_robust_test(NAME robust_coll_kill_np4 EXE robust_coll NP 4 ARGS kill
   EXPECT fail MAXS 30 TIMEOUT 90 LABELS quick robust
   CHECKS --want "rank 1 raises SIGKILL at iteration 300" --not "finished the loop|wrong result")

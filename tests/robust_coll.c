@@ -23,7 +23,14 @@
 
 static int rank_, size_;
 
+static int finalize_after_timeout_; /* hang_finalize: no ddp_abort, everybody finalizes */
+static int use_bcast_;              /* the hang is in a broadcast (an MPI request) */
+
 static void sleep_forever(void) {
+  if (finalize_after_timeout_) {
+    sleep(6); /* past the others' deadline and inspection, then leave normally */
+    return;
+  }
   for (;;) sleep(1000); /* only MPI_Abort / mpirun's clean-up ends this rank */
 }
 
@@ -114,14 +121,18 @@ static void run_hang(ddp_comm_t *comm, int use_return, int desync) {
     if (it == 2 && rank_ == 1) {
       fprintf(stderr, "robust_coll: rank 1 skips allreduce #3 and sleeps\n");
       sleep_forever();
+      return;
     }
     ddp_request_t *rq = NULL;
-    CHECK_OK(ddp_iallreduce(comm, DDP_IN_PLACE, b, HANG_N, DDP_F32, DDP_SUM, &o, &rq));
+    if (use_bcast_)
+      CHECK_OK(ddp_ibroadcast(comm, b, HANG_N, DDP_F32, 0, &o, &rq));
+    else
+      CHECK_OK(ddp_iallreduce(comm, DDP_IN_PLACE, b, HANG_N, DDP_F32, DDP_SUM, &o, &rq));
     ddp_status_t st = ddp_wait(&rq);
     if (st != DDP_OK) {
       fprintf(stderr, "robust_coll: rank %d: ddp_wait returned %s: %s\n", rank_, ddp_strerror(st),
               ddp_last_error());
-      if (use_return && st == DDP_ETIMEDOUT) {
+      if (use_return && st == DDP_ETIMEDOUT && !finalize_after_timeout_) {
         char why[96];
         snprintf(why, sizeof why, "robust_coll: rank %d gives up after DDP_ETIMEDOUT", rank_);
         ddp_abort(comm, why);
@@ -186,6 +197,14 @@ int main(int argc, char **argv) {
   } else if (!strcmp(mode, "mismatch")) {
     run_mismatch(&comm);
     rc = ddp_test_finish("robust_coll mismatch");
+  } else if (!strcmp(mode, "hang_finalize") || !strcmp(mode, "hang_finalize_bcast")) {
+    use_bcast_ = !strcmp(mode, "hang_finalize_bcast");
+    /* DDP_ON_TIMEOUT=return, then every rank finalizes: the abandoned collective must not
+     * hang ddp_finalize. */
+    finalize_after_timeout_ = 1;
+    run_hang(&comm, 1, 0);
+    fprintf(stderr, "robust_coll: rank %d finalizes\n", rank_);
+    rc = 0;
   } else if (!strcmp(mode, "hang_abort") || !strcmp(mode, "hang_return") ||
              !strcmp(mode, "desync")) {
     run_hang(&comm, !strcmp(mode, "hang_return"), !strcmp(mode, "desync"));
@@ -199,7 +218,7 @@ int main(int argc, char **argv) {
     }
     if (rc == 0 && rank_ == 0) printf("robust_coll %s: PASS\n", mode);
   } else {
-    fprintf(stderr, "robust_coll: unknown mode '%s' (mismatch, hang_abort, hang_return, desync, kill, stall, ok)\n", mode);
+    fprintf(stderr, "robust_coll: unknown mode '%s' (mismatch, hang_abort, hang_return, hang_finalize[_bcast], desync, kill, stall, ok)\n", mode);
     rc = 2;
   }
   ddp_finalize(&comm);
