@@ -59,10 +59,17 @@ void ddp__logv(ddp__logger_t *lg, ddp_log_level_t level, const char *fmt, va_lis
   char line[2048];
   int n = snprintf(line, sizeof line, "%s mpiddp %s ", lg->prefix, names[level]);
   if (n < 0) return;
-  if ((size_t)n < sizeof line) vsnprintf(line + n, sizeof line - (size_t)n, fmt, ap);
+  size_t len = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+  if (len < sizeof line - 1) {
+    int m = vsnprintf(line + len, sizeof line - len, fmt, ap);
+    if (m > 0) len += (size_t)m;
+    if (len > sizeof line - 2) len = sizeof line - 2; /* truncated: keep room for '\n' */
+  }
+  line[len++] = '\n';
+  /* One write per line: with several ranks on one terminal (unbuffered stderr) a line written
+   * in pieces interleaves with the other ranks' lines. */
   pthread_mutex_lock(&lg->mu);
-  fputs(line, lg->fp);
-  fputc('\n', lg->fp);
+  fwrite(line, 1, len, lg->fp);
   fflush(lg->fp);
   pthread_mutex_unlock(&lg->mu);
 }
