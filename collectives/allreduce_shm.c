@@ -97,7 +97,9 @@ static ddp_status_t shm_get(ddp__ctx_t *x, ddp__shm_t **out) {
   MPI_Info_create(&info);
   MPI_Info_set(info, "alloc_shared_noncontig", "true");
   void *base = NULL;
-  int rc = MPI_Win_allocate_shared((MPI_Aint)(CTRL_BYTES + 2 * HALF_BYTES), 1, info, cs->node,
+  /* +64: segments start wherever MPI puts them; every process aligns the same way (the offset
+   * within a page is the same in every mapping). */
+  int rc = MPI_Win_allocate_shared((MPI_Aint)(CTRL_BYTES + 2 * HALF_BYTES + 64), 1, info, cs->node,
                                    &base, &s->win);
   MPI_Info_free(&info);
   if (rc != MPI_SUCCESS) {
@@ -105,7 +107,7 @@ static ddp_status_t shm_get(ddp__ctx_t *x, ddp__shm_t **out) {
     ddp__shm_free(cs);
     return ddp__mpi_error(rc, "MPI_Win_allocate_shared (shm allreduce)");
   }
-  memset(base, 0, CTRL_BYTES);
+  memset(ddp__align64(base), 0, CTRL_BYTES);
   for (int q = 0; q < s->n; q++) {
     MPI_Aint sz = 0;
     int du = 0;
@@ -115,8 +117,8 @@ static ddp_status_t shm_get(ddp__ctx_t *x, ddp__shm_t **out) {
       ddp__shm_free(cs);
       return ddp__mpi_error(rc, "MPI_Win_shared_query (shm allreduce)");
     }
-    s->ctrl[q] = pb;
-    s->stage[q] = (char *)pb + CTRL_BYTES;
+    s->ctrl[q] = ddp__align64(pb);
+    s->stage[q] = (char *)s->ctrl[q] + CTRL_BYTES;
   }
   /* Every control block is zeroed before anyone's first barrier. */
   rc = MPI_Barrier(cs->node);

@@ -188,6 +188,11 @@ DDP_HIDDEN int ddp__pool_find(ddp__coll_t *cs, const void *p, size_t bytes, uint
                               size_t *offset);
 DDP_HIDDEN ddp__pool_win_t *ddp__pool_by_id(ddp__coll_t *cs, uint64_t id);
 
+/* p rounded up to a multiple of 64 (shared-window segments carry no alignment promise). */
+static inline void *ddp__align64(void *p) {
+  return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+}
+
 /* Fills a context for the world group on host memory. */
 DDP_HIDDEN void ddp__ctx_world(ddp__ctx_t *x, ddp__comm_t *c, const char *coll, size_t bytes,
                                int tag);

@@ -41,6 +41,8 @@ ddp_status_t ddp_alloc(ddp_comm_t *comm, size_t bytes, void **ptr) {
     return ddp__error(DDP_EINVAL, "ddp_alloc: bytes %zu differs across the node's ranks (they "
                                   "must all allocate the same size, in the same order)", bytes);
   size_t seg = (bytes + 4095) & ~(size_t)4095;
+  /* Segments may start anywhere: 64 spare bytes let every rank hand out 64-byte aligned
+   * memory (the same offset in every process: mappings are page aligned). */
   ddp__pool_win_t *w = calloc(1, sizeof *w);
   char **peers = calloc((size_t)c->local_size, sizeof *peers);
   ddp_status_t st = (w && peers) ? DDP_OK : ddp__error(DDP_ENOMEM, "ddp_alloc: out of memory");
@@ -55,7 +57,7 @@ ddp_status_t ddp_alloc(ddp_comm_t *comm, size_t bytes, void **ptr) {
   MPI_Info_create(&info);
   MPI_Info_set(info, "alloc_shared_noncontig", "true");
   void *base = NULL;
-  int rc = MPI_Win_allocate_shared((MPI_Aint)seg, 1, info, cs->poolcomm, &base, &w->win);
+  int rc = MPI_Win_allocate_shared((MPI_Aint)(seg + 64), 1, info, cs->poolcomm, &base, &w->win);
   MPI_Info_free(&info);
   if (rc != MPI_SUCCESS) {
     w->win = MPI_WIN_NULL;
@@ -63,7 +65,7 @@ ddp_status_t ddp_alloc(ddp_comm_t *comm, size_t bytes, void **ptr) {
     free(w);
     return ddp__mpi_error(rc, "MPI_Win_allocate_shared (ddp_alloc)");
   }
-  w->base = base;
+  w->base = ddp__align64(base);
   w->bytes = seg;
   w->peer_base = peers;
   for (int q = 0; q < c->local_size; q++) {
@@ -75,14 +77,14 @@ ddp_status_t ddp_alloc(ddp_comm_t *comm, size_t bytes, void **ptr) {
       win_destroy(w);
       return ddp__mpi_error(rc, "MPI_Win_shared_query (ddp_alloc)");
     }
-    peers[q] = pb;
+    peers[q] = ddp__align64(pb);
   }
   pthread_mutex_lock(&cs->pool_mu);
   w->id = cs->pool_next_id++;
   w->next = cs->pool;
   cs->pool = w;
   pthread_mutex_unlock(&cs->pool_mu);
-  *ptr = base;
+  *ptr = w->base;
   return DDP_OK;
 }
 

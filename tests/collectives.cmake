@@ -26,6 +26,10 @@ ddp_add_mpi_test(NAME coll_allreduce_forced_shm_vnodes_np2 EXE coll_allreduce NP
   LABELS quick TIMEOUT 120 ENV DDP_ALLREDUCE_ALGO=shm DDP_RANKS_PER_NODE=1)
 ddp_add_mpi_test(NAME coll_api_badenv_np2 EXE coll_api NP 2 ARGS badenv LABELS quick TIMEOUT 60
   ENV DDP_ALLREDUCE_ALGO=bogus)
+# Every collective also passes the DDP_CHECK=1 fingerprint exchange (on the engine thread).
+ddp_add_mpi_test(NAME coll_allreduce_check_np3 EXE coll_allreduce NP 3 ARGS all quick mixed
+  LABELS quick TIMEOUT 120 ENV DDP_CHECK=1)
+ddp_add_mpi_test(NAME coll_api_check_np2 EXE coll_api NP 2 LABELS quick TIMEOUT 120 ENV DDP_CHECK=1)
 # Large counts (1000003 and 4M elements) and more ranks.
 ddp_add_mpi_test(NAME coll_allreduce_big_np2 EXE coll_allreduce NP 2 ARGS all big pool
   LABELS slow TIMEOUT 300)
