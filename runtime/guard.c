@@ -40,7 +40,7 @@ typedef struct {
 
 struct ddp__guard {
   MPI_Comm pcomm;       /* duplicate of world for the stall inspector's probes and replies */
-  int64_t nonce;        /* inspector rounds started by this rank */
+  _Atomic int64_t nonce; /* inspector rounds started by this rank (any thread) */
   MPI_Comm fpcomm;      /* duplicate of world for fingerprints (DDP_CHECK=1 only) */
   pthread_mutex_t mu;   /* fingerprint exchanges are serialised: order = posting order */
   int broken;           /* an exchange timed out under DDP_ON_TIMEOUT=return */
