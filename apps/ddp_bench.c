@@ -32,6 +32,7 @@ typedef struct result {
   cfg_t cfg;
   double compute_ms, step_ms, exposed_ms, comm_ms, hidden, samples_per_s, efficiency;
   size_t nbuckets, wire_bytes;
+  int wrong; /* parameters differ across ranks at the end */
   char algo_used[32];
 } result_t;
 
@@ -98,7 +99,7 @@ static void on_ready(size_t i, void *ctx) {
 
 /* One training step; with a reducer, gradients are exchanged while backward runs (overlap) or
  * all at once after it. */
-static int step(bench_t *b, const cfg_t *c) {
+static int step(bench_t *b, const cfg_t *c, float lr) {
   mlp_forward(&b->m, b->x, b->labels, b->batch);
   if (b->r && c->overlap) {
     mlp_backward(&b->m, b->x, b->labels, b->batch, 0, on_ready, b);
@@ -124,7 +125,7 @@ static int step(bench_t *b, const cfg_t *c) {
       mlp_set_grad(&b->m, i, g);
     }
   }
-  mlp_sgd(&b->m, b->lr);
+  mlp_sgd(&b->m, lr);
   return 0;
 }
 
@@ -182,11 +183,13 @@ static int run_config(bench_t *b, const cfg_t *c, result_t *res) {
   MPI_Barrier(MPI_COMM_WORLD);
   for (int s = -b->warmup; s < b->steps; s++) {
     double t0 = MPI_Wtime();
-    b->r = NULL; /* compute only, on the same gradient buffers (views: the buckets) */
-    if (step(b, c) != 0) return 1;
+    /* Compute only, on the same gradient buffers (views: the buckets). Its SGD runs with
+     * lr 0 (same memory traffic) so that the ranks' parameters stay identical. */
+    b->r = NULL;
+    if (step(b, c, 0.0f) != 0) return 1;
     double t1 = MPI_Wtime();
     b->r = r;
-    if (step(b, c) != 0) return 1;
+    if (step(b, c, b->lr) != 0) return 1;
     double t2 = MPI_Wtime();
     if (s >= 0) sum[0] += t1 - t0, sum[1] += t2 - t1;
   }
@@ -214,6 +217,13 @@ static int run_config(bench_t *b, const cfg_t *c, result_t *res) {
   if (ddp_allreduce_choice(&b->comm, g0, (size_t)(s.bucket_bytes_max / 4), DDP_F32, &co, &name) != DDP_OK)
     name = "?";
   snprintf(res->algo_used, sizeof res->algo_used, "%s%s%s%s", c->algo ? "" : "auto(", name, c->algo ? "" : ")", "");
+  /* Like nccl-tests' #wrong: the run fails unless every rank ends with the same parameters. */
+  uint64_t h = 1469598103934665603ULL;
+  const unsigned char *pb = (const unsigned char *)b->m.param_block;
+  for (size_t k = 0; k < b->m.total * sizeof(float); k++) h = (h ^ pb[k]) * 1099511628211ULL;
+  unsigned long long hv[2] = {h, ~h}, ho[2];
+  MPI_Allreduce(hv, ho, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  res->wrong = !(ho[0] == h && ~ho[1] == h);
   APP_CHECK(ddp_reducer_destroy(b->r));
   b->r = NULL;
   for (size_t i = 0; i < b->m.nparams; i++) mlp_set_grad(&b->m, i, NULL);
@@ -365,6 +375,7 @@ int main(int argc, char **argv) {
       printf("# device buckets on %s: host compute, gradients copied H2D before grad_ready and D2H after finish\n", dev);
     }
     printf("# compute_ms: the same steps without communication, alternating with the DDP steps; efficiency = compute_ms / ddp_ms\n");
+    printf("# every configuration checks that all ranks end with bitwise identical parameters\n");
     printf("%-22s %3s %9s %10s %9s %7s %9s %8s %7s %9s %4s %7s %-12s %-3s %-3s %s\n", "# config", "np",
            "params", "compute_ms", "ddp_ms", "effic", "exposed", "comm_ms", "hidden", "samples/s", "bkts",
            "cap_mb", "algo", "ovl", "vw", "hook");
@@ -399,9 +410,12 @@ int main(int argc, char **argv) {
     if (b.dgrad[i]) ddp_device_free(&b.comm, b.dgrad[i]);
   }
   if (b.stream) ddp_stream_destroy(&b.comm, b.stream);
+  int wrong = 0;
+  for (int k = 0; k < ncfg; k++) wrong |= res[k].wrong;
+  if (wrong && b.rank == 0) printf("# WRONG: parameters differ across ranks after a DDP run\n");
   free(b.x);
   free(b.labels);
   mlp_free(&b.m);
   APP_CHECK(ddp_finalize(&b.comm));
-  return 0;
+  return wrong ? 1 : 0;
 }

@@ -39,3 +39,12 @@ if(TARGET reducer_equiv)
   ddp_add_mpi_test(NAME reducer_equiv_vnodes_np4 EXE reducer_equiv NP 4 LABELS quick mpi TIMEOUT 120
     ENV DDP_RANKS_PER_NODE=2 OPENBLAS_NUM_THREADS=1)
 endif()
+# ddp_bench end to end on small layers: host (JSON written), and device buckets under emulation.
+if(TARGET ddp_bench)
+  ddp_add_mpi_test(NAME reducer_bench_np2 EXE ddp_bench NP 2 LABELS quick mpi TIMEOUT 60
+    ARGS --layers 64,128,128,10 --steps 3 --warmup 1 --sweep -J ${CMAKE_CURRENT_BINARY_DIR}/reducer_bench.json
+    ENV OPENBLAS_NUM_THREADS=1)
+  ddp_add_mpi_test(NAME reducer_bench_device_np2 EXE ddp_bench NP 2 LABELS "emulate;quick;mpi" TIMEOUT 60
+    ARGS --layers 64,128,128,10 --steps 3 --warmup 1 --device cuda --bucket-cap-mb 0.05
+    ENV DDP_DEVICE_EMULATE=1 OPENBLAS_NUM_THREADS=1)
+endif()
