@@ -51,6 +51,16 @@ ddp_add_robust_test(NAME robust_abort_np3 EXE robust_prog NP 3 ARGS abort
 ddp_add_robust_test(NAME robust_kill_np3 EXE robust_prog NP 3 ARGS kill
   EXPECT fail MAXS 30 TIMEOUT 90 LABELS quick robust
   CHECKS --want "rank 1 raises SIGKILL" --not "finished the loop")
+# DDP_CHECK=1 on rank 0 only (two app contexts): every rank's ddp_init fails, nobody hangs.
+add_test(NAME robust_check_disagree_np3 COMMAND bash ${PROJECT_SOURCE_DIR}/tests/robust_run.sh
+  --expect ok --max-s 20
+  --want "DDP_CHECK=1\\): ddp_init returned -?[0-9]+: .*DDP_CHECK differs across ranks.* -> PASS"
+  --want "DDP_CHECK=unset\\): ddp_init returned -?[0-9]+: .*DDP_CHECK differs across ranks.* -> PASS"
+  --not "-> FAIL" --
+  ${DDP_MPIEXEC} ${DDP_MPIRUN_FLAGS} -np 1 -x DDP_CHECK=1 $<TARGET_FILE:robust_prog> check_disagree
+  : -np 2 $<TARGET_FILE:robust_prog> check_disagree)
+set_tests_properties(robust_check_disagree_np3 PROPERTIES TIMEOUT 60 LABELS "quick;robust"
+  ENVIRONMENT "${DDP_TEST_ENV}")
 ddp_add_robust_test(NAME robust_ok_np3 EXE robust_prog NP 3 ARGS ok
   EXPECT ok MAXS 30 TIMEOUT 60 LABELS quick robust
   CHECKS --want "robust_prog ok: PASS")

@@ -4,8 +4,11 @@
  *   abort       rank 1 calls ddp_abort while the others sit in a barrier
  *   kill        ring exchanges in a loop; rank 1 SIGKILLs itself at iteration 200
  *   ok          the kill loop without the kill (the script's control case)
+ *   check_disagree  launched with DDP_CHECK=1 on some ranks only: ddp_init must fail on every
+ *               rank with DDP_ECONFIG instead of hanging in the first fingerprint exchange
  * Linked to the static library because it drives the guard's internal waits directly. */
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -49,6 +52,15 @@ static int ring_loop(ddp__comm_t *c, int iters, int kill_at) {
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   ddp_comm_t comm;
+  if (!strcmp(mode, "check_disagree")) {
+    const char *mine = getenv("DDP_CHECK");
+    ddp_status_t st = ddp_init(&argc, &argv, MPI_COMM_NULL, &comm);
+    int ok = st == DDP_ECONFIG && strstr(ddp_last_error(), "DDP_CHECK differs across ranks");
+    printf("robust_prog check_disagree (DDP_CHECK=%s): ddp_init returned %d: %s -> %s\n",
+           mine ? mine : "unset", (int)st, ddp_last_error(), ok ? "PASS" : "FAIL");
+    if (st == DDP_OK) ddp_finalize(&comm);
+    return ok ? 0 : 1;
+  }
   if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
     fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
     return 2;
