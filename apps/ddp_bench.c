@@ -172,59 +172,82 @@ static int create_reducer(bench_t *b, const cfg_t *c) {
   return 0;
 }
 
-/* Compute-only and DDP steps alternate (ABAB), so load from other processes on the machine
- * shifts both figures alike; each is the mean over --steps, the slowest rank's. */
-static int run_config(bench_t *b, const cfg_t *c, result_t *res) {
-  memset(res, 0, sizeof *res);
-  res->cfg = *c;
-  if (create_reducer(b, c) != 0) return 1;
-  ddp_reducer_t *r = b->r;
-  double sum[2] = {0.0, 0.0};
+/* Gradient buffers of configuration c for the host model: the reducer's views, or the model's
+ * own buffers (views off, and --device cuda where the model computes on the host). */
+static int point_grads(bench_t *b, ddp_reducer_t *r, const cfg_t *c) {
+  for (size_t i = 0; i < b->m.nparams; i++) {
+    void *g = NULL;
+    if (c->views && !b->device_cuda) APP_CHECK(ddp_reducer_grad(r, i, &g));
+    mlp_set_grad(&b->m, i, g);
+  }
+  return 0;
+}
+
+/* All configurations run side by side: each measured iteration does one compute-only step and
+ * then one DDP step per configuration, so load from other processes on the machine shifts
+ * every figure alike. Means over --steps, the slowest rank's. */
+static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
+  ddp_reducer_t *rs[16];
+  for (int k = 0; k < n; k++) {
+    memset(&res[k], 0, sizeof res[k]);
+    res[k].cfg = cfgs[k];
+    if (create_reducer(b, &cfgs[k]) != 0) return 1;
+    rs[k] = b->r;
+  }
+  double comp = 0.0, sum[16] = {0.0};
   MPI_Barrier(MPI_COMM_WORLD);
   for (int s = -b->warmup; s < b->steps; s++) {
-    double t0 = MPI_Wtime();
-    /* Compute only, on the same gradient buffers (views: the buckets). Its SGD runs with
-     * lr 0 (same memory traffic) so that the ranks' parameters stay identical. */
+    /* Compute only, on configuration 0's gradient buffers. Its SGD runs with lr 0 (same memory
+     * traffic) so that the ranks' parameters stay identical. */
+    if (point_grads(b, rs[0], &cfgs[0]) != 0) return 1;
     b->r = NULL;
-    if (step(b, c, 0.0f) != 0) return 1;
-    double t1 = MPI_Wtime();
-    b->r = r;
-    if (step(b, c, b->lr) != 0) return 1;
-    double t2 = MPI_Wtime();
-    if (s >= 0) sum[0] += t1 - t0, sum[1] += t2 - t1;
+    double t0 = MPI_Wtime();
+    if (step(b, &cfgs[0], 0.0f) != 0) return 1;
+    if (s >= 0) comp += MPI_Wtime() - t0;
+    for (int k = 0; k < n; k++) {
+      b->r = rs[k];
+      if (point_grads(b, rs[k], &cfgs[k]) != 0) return 1;
+      double t1 = MPI_Wtime();
+      if (step(b, &cfgs[k], b->lr) != 0) return 1;
+      if (s >= 0) sum[k] += MPI_Wtime() - t1;
+    }
   }
-  double ms = max_over_ranks(sum[1] * 1e3 / b->steps);
-  b->compute_ms = max_over_ranks(sum[0] * 1e3 / b->steps);
-  res->compute_ms = b->compute_ms;
-  ddp_reducer_stats_t s;
-  APP_CHECK(ddp_reducer_stats(b->r, &s));
-  res->step_ms = ms;
-  res->exposed_ms = ms - b->compute_ms;
-  res->comm_ms = max_over_ranks(s.comm_ms_avg);
-  res->hidden = s.hidden_fraction;
-  res->nbuckets = s.nbuckets;
-  res->wire_bytes = s.wire_bytes;
-  res->samples_per_s = (double)b->batch * b->size / (ms / 1e3);
-  res->efficiency = b->compute_ms / ms;
-  const char *name = "?";
-  void *g0 = NULL;
-  APP_CHECK(ddp_reducer_grad(b->r, 0, &g0));
-  ddp_coll_opts_t co;
-  ddp_coll_opts_default(&co);
-  co.algo = c->algo;
-  co.mem = b->device_cuda ? DDP_MEM_CUDA : DDP_MEM_HOST;
-  co.stream = b->stream;
-  if (ddp_allreduce_choice(&b->comm, g0, (size_t)(s.bucket_bytes_max / 4), DDP_F32, &co, &name) != DDP_OK)
-    name = "?";
-  snprintf(res->algo_used, sizeof res->algo_used, "%s%s%s%s", c->algo ? "" : "auto(", name, c->algo ? "" : ")", "");
+  b->compute_ms = max_over_ranks(comp * 1e3 / b->steps);
   /* Like nccl-tests' #wrong: the run fails unless every rank ends with the same parameters. */
   uint64_t h = 1469598103934665603ULL;
   const unsigned char *pb = (const unsigned char *)b->m.param_block;
   for (size_t k = 0; k < b->m.total * sizeof(float); k++) h = (h ^ pb[k]) * 1099511628211ULL;
   unsigned long long hv[2] = {h, ~h}, ho[2];
   MPI_Allreduce(hv, ho, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-  res->wrong = !(ho[0] == h && ~ho[1] == h);
-  APP_CHECK(ddp_reducer_destroy(b->r));
+  int wrong = !(ho[0] == h && ~ho[1] == h);
+  for (int k = 0; k < n; k++) {
+    const cfg_t *c = &cfgs[k];
+    double ms = max_over_ranks(sum[k] * 1e3 / b->steps);
+    ddp_reducer_stats_t st;
+    APP_CHECK(ddp_reducer_stats(rs[k], &st));
+    res[k].wrong = wrong;
+    res[k].compute_ms = b->compute_ms;
+    res[k].step_ms = ms;
+    res[k].exposed_ms = ms - b->compute_ms;
+    res[k].comm_ms = max_over_ranks(st.comm_ms_avg);
+    res[k].hidden = st.hidden_fraction;
+    res[k].nbuckets = st.nbuckets;
+    res[k].wire_bytes = st.wire_bytes;
+    res[k].samples_per_s = (double)b->batch * b->size / (ms / 1e3);
+    res[k].efficiency = b->compute_ms / ms;
+    const char *name = "?";
+    void *g0 = NULL;
+    APP_CHECK(ddp_reducer_grad(rs[k], 0, &g0));
+    ddp_coll_opts_t co;
+    ddp_coll_opts_default(&co);
+    co.algo = c->algo;
+    co.mem = b->device_cuda ? DDP_MEM_CUDA : DDP_MEM_HOST;
+    co.stream = b->stream;
+    if (ddp_allreduce_choice(&b->comm, g0, (size_t)(st.bucket_bytes_max / 4), DDP_F32, &co, &name) != DDP_OK)
+      name = "?";
+    snprintf(res[k].algo_used, sizeof res[k].algo_used, "%s%s%s", c->algo ? "" : "auto(", name, c->algo ? "" : ")");
+  }
+  for (int k = 0; k < n; k++) APP_CHECK(ddp_reducer_destroy(rs[k]));
   b->r = NULL;
   for (size_t i = 0; i < b->m.nparams; i++) mlp_set_grad(&b->m, i, NULL);
   return 0;
@@ -358,8 +381,7 @@ int main(int argc, char **argv) {
     cfgs[ncfg++] = c;
   }
   result_t res[16];
-  for (int k = 0; k < ncfg; k++)
-    if (run_config(&b, &cfgs[k], &res[k]) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+  if (run_all(&b, cfgs, ncfg, res) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
 
   if (b.rank == 0) {
     char ver[128];
@@ -374,7 +396,8 @@ int main(int argc, char **argv) {
       ddp_device_describe(&b.comm, dev, sizeof dev);
       printf("# device buckets on %s: host compute, gradients copied H2D before grad_ready and D2H after finish\n", dev);
     }
-    printf("# compute_ms: the same steps without communication, alternating with the DDP steps; efficiency = compute_ms / ddp_ms\n");
+    printf("# compute_ms: the same steps without communication; each measured iteration runs one compute-only step and one\n"
+           "# DDP step per configuration, interleaved; efficiency = compute_ms / ddp_ms\n");
     printf("# every configuration checks that all ranks end with bitwise identical parameters\n");
     printf("%-22s %3s %9s %10s %9s %7s %9s %8s %7s %9s %4s %7s %-12s %-3s %-3s %s\n", "# config", "np",
            "params", "compute_ms", "ddp_ms", "effic", "exposed", "comm_ms", "hidden", "samples/s", "bkts",
