@@ -110,6 +110,8 @@ step ddp_info 30 mpirun -np 1 "$BUILD/apps/ddp_info"
 B=$BUILD/tests/gpu_bench
 step gpu_bench_np1 150 mpirun -np 1 "$B" -b 8 -e 1073741824 -f 4 -n 10 -A staged,mpi,nccl \
   -o "$OUT_DIR/gpu_bench_np1.json"
+step gpu_bench_np1_bf16 90 mpirun -np 1 "$B" -b 1024 -e 268435456 -f 16 -n 5 -d bf16 \
+  -A staged,mpi,nccl -o "$OUT_DIR/gpu_bench_np1_bf16.json"
 # Two ranks on the one GPU: the MPI paths (NCCL refuses two ranks on one device).
 step gpu_bench_np2 150 mpirun -np 2 --bind-to none "$B" -b 8 -e 268435456 -f 4 \
   -n 5 -A staged,mpi -o "$OUT_DIR/gpu_bench_np2.json"

@@ -4,6 +4,7 @@
  *   allreduce  f32 sum on device buffers for each transport side by side (staged, mpi, nccl),
  *           busbw = algbw * 2(n-1)/n as in nccl-tests; every result is checked (#wrong).
  * usage: gpu_bench [-b min_bytes] [-e max_bytes] [-f factor] [-n iters] [-A staged,mpi,nccl]
+ *                  [-d f32|f16|bf16]
  *                  [-o out.json] [--emulate-ok]
  * Without a CUDA device it exits 77, unless --emulate-ok (then it runs on the emulation, for a
  * smoke test of the harness: numbers there are host memcpy speeds, not a GPU's). */
@@ -12,9 +13,12 @@
 #include <string.h>
 
 #include "ddp_test.h"
+#include "device_util.h"
 
 static ddp_comm_t comm;
 static int rank, size;
+static ddp_dtype_t dt = DDP_F32; /* -d */
+static size_t es = 4;
 static FILE *json;
 static int json_first = 1;
 /* For the target lines: the pinned copy rate (slower direction) and the kernel/copy traffic
@@ -62,7 +66,7 @@ static ddp_status_t do_reduce(void *arg) {
 }
 
 typedef struct {
-  float *d;
+  void *d;
   size_t count;
 } ar_arg_t;
 
@@ -71,7 +75,7 @@ static ddp_status_t do_allreduce(void *arg) {
   ddp_coll_opts_t o;
   ddp_coll_opts_default(&o);
   o.mem = DDP_MEM_CUDA;
-  return ddp_allreduce(&comm, DDP_IN_PLACE, a->d, a->count, DDP_F32, DDP_SUM, &o);
+  return ddp_allreduce(&comm, DDP_IN_PLACE, a->d, a->count, dt, DDP_SUM, &o);
 }
 
 static int iters_for(size_t bytes, int base) {
@@ -150,49 +154,51 @@ static void bench_allreduce(size_t minb, size_t maxb, size_t factor, int iters, 
   }
   if (ntp == 0) return;
   if (rank == 0) {
-    printf("# allreduce f32 sum in place on device buffers, np=%d; time in us, bw in GB/s\n# %12s %10s", size,
+    printf("# allreduce %s sum in place on device buffers, np=%d; time in us, bw in GB/s\n# %12s %10s",
+           ddp_dtype_name(dt), size,
            "bytes", "count");
     for (int k = 0; k < ntp; k++) printf(" | %-6s %9s %8s %8s %6s", tps[k], "time", "algbw", "busbw", "#wrong");
     printf("\n");
   }
-  size_t maxcount = maxb / 4 ? maxb / 4 : 1;
-  float *d = NULL, *h = malloc(maxcount * 4);
-  if (ddp_device_malloc(&comm, maxcount * 4, (void **)&d) != DDP_OK) {
-    if (rank == 0) printf("# cannot allocate %zu bytes: %s\n", maxcount * 4, ddp_last_error());
+  size_t maxcount = maxb / es ? maxb / es : 1;
+  void *d = NULL;
+  char *h = malloc(maxcount * es);
+  if (ddp_device_malloc(&comm, maxcount * es, &d) != DDP_OK) {
+    if (rank == 0) printf("# cannot allocate %zu bytes: %s\n", maxcount * es, ddp_last_error());
     CHECK(0, "allocation of the allreduce buffer failed");
     free(h);
     return;
   }
   for (size_t b = minb; b <= maxb; b *= factor) {
-    size_t count = b / 4 ? b / 4 : 1;
-    if (rank == 0) printf("  %12zu %10zu", count * 4, count);
+    size_t count = b / es ? b / es : 1;
+    if (rank == 0) printf("  %12zu %10zu", count * es, count);
     for (int k = 0; k < ntp; k++) {
       CHECK_OK(ddp_device_set_transport(&comm, tps[k]));
       /* one checked call: rank r contributes r+1 everywhere */
-      for (size_t i = 0; i < count; i++) h[i] = (float)(rank + 1);
-      CHECK_OK(ddp_memcpy_async(&comm, d, h, count * 4, NULL));
+      for (size_t i = 0; i < count; i++) put(h, dt, i, (double)(rank + 1));
+      CHECK_OK(ddp_memcpy_async(&comm, d, h, count * es, NULL));
       CHECK_OK(ddp_stream_synchronize(&comm, NULL));
       ar_arg_t a = {d, count};
       CHECK_OK(do_allreduce(&a));
-      CHECK_OK(ddp_memcpy_async(&comm, h, d, count * 4, NULL));
+      CHECK_OK(ddp_memcpy_async(&comm, h, d, count * es, NULL));
       CHECK_OK(ddp_stream_synchronize(&comm, NULL));
       long wrong = 0;
-      float want = (float)size * (float)(size + 1) / 2;
-      for (size_t i = 0; i < count; i++) wrong += h[i] != want;
-      CHECK(wrong == 0, "allreduce %s %zu bytes: %ld wrong", tps[k], count * 4, wrong);
+      double want = (double)size * (size + 1) / 2;
+      for (size_t i = 0; i < count; i++) wrong += get(h, dt, i) != want;
+      CHECK(wrong == 0, "allreduce %s %zu bytes: %ld wrong", tps[k], count * es, wrong);
       ddp_status_t st;
       double t = time_it(do_allreduce, &a, iters_for(b, iters), &st);
       CHECK_OK(st);
-      double algbw = (double)count * 4 / t / 1e9, busbw = algbw * 2.0 * (size - 1) / size;
+      double algbw = (double)(count * es) / t / 1e9, busbw = algbw * 2.0 * (size - 1) / size;
       if (rank == 0) {
         printf(" | %-6s %9.1f %8.2f %8.2f %6ld", tps[k], t * 1e6, algbw, busbw, wrong);
         char f[256];
         snprintf(f, sizeof f,
-                 "\"transport\":\"%s\",\"np\":%d,\"bytes\":%zu,\"time_us\":%.2f,\"algbw_gbs\":%.4f,"
-                 "\"busbw_gbs\":%.4f,\"wrong\":%ld",
-                 tps[k], size, count * 4, t * 1e6, algbw, busbw, wrong);
+                 "\"transport\":\"%s\",\"dtype\":\"%s\",\"np\":%d,\"bytes\":%zu,\"time_us\":%.2f,"
+                 "\"algbw_gbs\":%.4f,\"busbw_gbs\":%.4f,\"wrong\":%ld",
+                 tps[k], ddp_dtype_name(dt), size, count * es, t * 1e6, algbw, busbw, wrong);
         json_row("allreduce", f);
-        if (!strcmp(tps[k], "staged") && count * 4 >= ((size_t)64 << 20) && size > 1 &&
+        if (!strcmp(tps[k], "staged") && count * es >= ((size_t)64 << 20) && size > 1 &&
             (staged_busbw_min < 0 || busbw < staged_busbw_min))
           staged_busbw_min = busbw;
       }
@@ -217,6 +223,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "-A") && i + 1 < argc) snprintf(list, sizeof list, "%s", argv[++i]);
     else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
     else if (!strcmp(argv[i], "--emulate-ok")) emulate_ok = 1;
+    else if (!strcmp(argv[i], "-d") && i + 1 < argc) {
+      if (ddp_dtype_parse(argv[++i], &dt) != DDP_OK || !(dt == DDP_F32 || dt == DDP_F16 || dt == DDP_BF16)) {
+        fprintf(stderr, "gpu_bench: -d takes f32, f16 or bf16 (got '%s')\n", argv[i]);
+        return 2;
+      }
+      es = ddp_dtype_size(dt);
+    }
     else {
       fprintf(stderr, "gpu_bench: unknown argument '%s'\n", argv[i]);
       return 2;
