@@ -101,12 +101,18 @@ static void usage(FILE *f) {
           DDP_FMNIST_DEFAULT_DIR);
 }
 
-static int parse_long(const char *flag, const char *v, long lo, long hi, long *out) {
+/* Messages of the argument parser: every rank parses, only rank 0 speaks. */
+#define PERR(...)                               \
+  do {                                          \
+    if (!quiet) fprintf(stderr, __VA_ARGS__);   \
+  } while (0)
+
+static int parse_long(const char *flag, const char *v, long lo, long hi, long *out, int quiet) {
   char *end = NULL;
   errno = 0;
   long x = v ? strtol(v, &end, 10) : 0;
   if (!v || errno || end == v || *end || x < lo || x > hi) {
-    fprintf(stderr, "ddp_train: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi,
+    PERR("ddp_train: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi,
             v ? v : "(missing)");
     return -1;
   }
@@ -114,12 +120,13 @@ static int parse_long(const char *flag, const char *v, long lo, long hi, long *o
   return 0;
 }
 
-static int parse_double(const char *flag, const char *v, double lo, double hi, double *out) {
+static int parse_double(const char *flag, const char *v, double lo, double hi, double *out,
+                        int quiet) {
   char *end = NULL;
   errno = 0;
   double x = v ? strtod(v, &end) : 0;
   if (!v || errno || end == v || *end || !(x >= lo && x <= hi)) {
-    fprintf(stderr, "ddp_train: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi,
+    PERR("ddp_train: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi,
             v ? v : "(missing)");
     return -1;
   }
@@ -128,7 +135,7 @@ static int parse_double(const char *flag, const char *v, double lo, double hi, d
 }
 
 /* Returns 0 ok, 1 help printed, -1 error. */
-static int parse_args(int argc, char **argv, opts_t *o) {
+static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
   *o = (opts_t){.epochs = 10, .batch = 64, .lr = 0.05, .momentum = 0.9, .wd = 5e-4,
                 .warmup = -1, .model = "mlp", .seed = 0, .algo = NULL, .bucket_cap_mb = 25.0,
                 .hook = DDP_HOOK_NONE, .data = NULL, .threads = 1, .sync = SYNC_REDUCER, .progress = -1, .loss_scale = 65536.0};
@@ -139,47 +146,50 @@ static int parse_args(int argc, char **argv, opts_t *o) {
     double d;
 #define FLAG(name) (strcmp(a, name) == 0)
     if (FLAG("-h") || FLAG("--help")) {
-      usage(stdout);
+      if (!quiet) usage(stdout);
       return 1;
     } else if (FLAG("--epochs")) {
-      if (parse_long(a, v, 1, 100000, &x)) return -1;
+      if (parse_long(a, v, 1, 100000, &x, quiet)) return -1;
       o->epochs = (int)x, i++;
     } else if (FLAG("--batch")) {
-      if (parse_long(a, v, 1, 65536, &x)) return -1;
+      if (parse_long(a, v, 1, 65536, &x, quiet)) return -1;
       o->batch = x, i++;
     } else if (FLAG("--lr")) {
-      if (parse_double(a, v, 0.0, 100.0, &o->lr)) return -1;
+      if (parse_double(a, v, 0.0, 100.0, &o->lr, quiet)) return -1;
       i++;
     } else if (FLAG("--momentum")) {
-      if (parse_double(a, v, 0.0, 0.999999, &o->momentum)) return -1;
+      if (parse_double(a, v, 0.0, 0.999999, &o->momentum, quiet)) return -1;
       i++;
     } else if (FLAG("--wd")) {
-      if (parse_double(a, v, 0.0, 1.0, &o->wd)) return -1;
+      if (parse_double(a, v, 0.0, 1.0, &o->wd, quiet)) return -1;
       i++;
     } else if (FLAG("--warmup")) {
-      if (parse_long(a, v, 0, LONG_MAX, &x)) return -1;
+      if (parse_long(a, v, 0, LONG_MAX, &x, quiet)) return -1;
       o->warmup = x, i++;
     } else if (FLAG("--model")) {
       if (!v || (strcmp(v, "mlp") && strcmp(v, "cnn"))) {
-        fprintf(stderr, "ddp_train: --model expects mlp or cnn, got '%s'\n", v ? v : "(missing)");
+        PERR("ddp_train: --model expects mlp or cnn, got '%s'\n", v ? v : "(missing)");
         return -1;
       }
       o->model = v, i++;
     } else if (FLAG("--seed")) {
-      if (parse_long(a, v, 0, LONG_MAX, &x)) return -1;
+      if (parse_long(a, v, 0, LONG_MAX, &x, quiet)) return -1;
       o->seed = (uint64_t)x, i++;
     } else if (FLAG("--algo")) {
-      if (!v) return fprintf(stderr, "ddp_train: --algo needs a name\n"), -1;
+      if (!v) {
+        PERR("ddp_train: --algo needs a name\n");
+        return -1;
+      }
       o->algo = v, i++;
     } else if (FLAG("--bucket-cap-mb")) {
-      if (parse_double(a, v, 0.001, 65536.0, &d)) return -1;
+      if (parse_double(a, v, 0.001, 65536.0, &d, quiet)) return -1;
       o->bucket_cap_mb = d, i++;
     } else if (FLAG("--hook")) {
       if (v && strcmp(v, "none") == 0) o->hook = DDP_HOOK_NONE;
       else if (v && strcmp(v, "fp16") == 0) o->hook = DDP_HOOK_FP16;
       else if (v && strcmp(v, "bf16") == 0) o->hook = DDP_HOOK_BF16;
       else {
-        fprintf(stderr, "ddp_train: --hook expects none, fp16 or bf16, got '%s'\n",
+        PERR("ddp_train: --hook expects none, fp16 or bf16, got '%s'\n",
                 v ? v : "(missing)");
         return -1;
       }
@@ -188,81 +198,96 @@ static int parse_args(int argc, char **argv, opts_t *o) {
       if (v && strcmp(v, "reducer") == 0) o->sync = SYNC_REDUCER;
       else if (v && strcmp(v, "mpi") == 0) o->sync = SYNC_MPI;
       else {
-        fprintf(stderr, "ddp_train: --sync expects reducer or mpi, got '%s'\n", v ? v : "(missing)");
+        PERR("ddp_train: --sync expects reducer or mpi, got '%s'\n", v ? v : "(missing)");
         return -1;
       }
       i++;
     } else if (FLAG("--deterministic")) {
-      if (parse_long(a, v, 1, 4096, &x)) return -1;
+      if (parse_long(a, v, 1, 4096, &x, quiet)) return -1;
       o->lanes = x, o->sync = SYNC_LANES, i++;
     } else if (FLAG("--amp")) {
       if (v && strcmp(v, "none") == 0) o->amp = TRAIN_AMP_NONE;
       else if (v && strcmp(v, "fp16") == 0) o->amp = TRAIN_AMP_FP16;
       else if (v && strcmp(v, "bf16") == 0) o->amp = TRAIN_AMP_BF16;
       else {
-        fprintf(stderr, "ddp_train: --amp expects none, fp16 or bf16, got '%s'\n", v ? v : "(missing)");
+        PERR("ddp_train: --amp expects none, fp16 or bf16, got '%s'\n", v ? v : "(missing)");
         return -1;
       }
       i++;
     } else if (FLAG("--loss-scale")) {
-      if (parse_double(a, v, 1.0, 1e30, &o->loss_scale)) return -1;
+      if (parse_double(a, v, 1.0, 1e30, &o->loss_scale, quiet)) return -1;
       i++;
     } else if (FLAG("--device")) {
       if (v && strcmp(v, "host") == 0) o->device = 0;
       else if (v && strcmp(v, "cuda") == 0) o->device = 1;
       else {
-        fprintf(stderr, "ddp_train: --device expects host or cuda, got '%s'\n", v ? v : "(missing)");
+        PERR("ddp_train: --device expects host or cuda, got '%s'\n", v ? v : "(missing)");
         return -1;
       }
       i++;
     } else if (FLAG("--data")) {
-      if (!v) return fprintf(stderr, "ddp_train: --data needs a folder\n"), -1;
+      if (!v) {
+        PERR("ddp_train: --data needs a folder\n");
+        return -1;
+      }
       o->data = v, i++;
     } else if (FLAG("--metrics")) {
-      if (!v) return fprintf(stderr, "ddp_train: --metrics needs a file\n"), -1;
+      if (!v) {
+        PERR("ddp_train: --metrics needs a file\n");
+        return -1;
+      }
       o->metrics = v, i++;
     } else if (FLAG("--checkpoint-activations")) {
       o->checkpoint_activations = 1;
     } else if (FLAG("--threads")) {
-      if (parse_long(a, v, 1, 1024, &x)) return -1;
+      if (parse_long(a, v, 1, 1024, &x, quiet)) return -1;
       o->threads = (int)x, i++;
     } else if (FLAG("--checkpoint")) {
-      if (!v) return fprintf(stderr, "ddp_train: --checkpoint needs a file\n"), -1;
+      if (!v) {
+        PERR("ddp_train: --checkpoint needs a file\n");
+        return -1;
+      }
       o->checkpoint = v, i++;
     } else if (FLAG("--checkpoint-every")) {
-      if (parse_long(a, v, 1, LONG_MAX, &x)) return -1;
+      if (parse_long(a, v, 1, LONG_MAX, &x, quiet)) return -1;
       o->checkpoint_every = x, i++;
     } else if (FLAG("--resume")) {
-      if (!v) return fprintf(stderr, "ddp_train: --resume needs a file\n"), -1;
+      if (!v) {
+        PERR("ddp_train: --resume needs a file\n");
+        return -1;
+      }
       o->resume = v, i++;
     } else if (FLAG("--limit-steps")) {
-      if (parse_long(a, v, 1, LONG_MAX, &x)) return -1;
+      if (parse_long(a, v, 1, LONG_MAX, &x, quiet)) return -1;
       o->limit_steps = x, i++;
     } else if (FLAG("--limit-test")) {
-      if (parse_long(a, v, 1, LONG_MAX, &x)) return -1;
+      if (parse_long(a, v, 1, LONG_MAX, &x, quiet)) return -1;
       o->limit_test = x, i++;
     } else if (FLAG("--stop-after")) {
-      if (parse_long(a, v, 1, LONG_MAX, &x)) return -1;
+      if (parse_long(a, v, 1, LONG_MAX, &x, quiet)) return -1;
       o->stop_after = x, i++;
     } else if (FLAG("--log-steps")) {
-      if (!v) return fprintf(stderr, "ddp_train: --log-steps needs a file\n"), -1;
+      if (!v) {
+        PERR("ddp_train: --log-steps needs a file\n");
+        return -1;
+      }
       o->log_steps = v, i++;
     } else if (FLAG("--no-progress")) {
       o->progress = 0;
     } else if (FLAG("--progress")) {
       o->progress = 1;
     } else {
-      fprintf(stderr, "ddp_train: unknown option '%s' (see --help)\n", a);
+      PERR("ddp_train: unknown option '%s' (see --help)\n", a);
       return -1;
     }
 #undef FLAG
   }
   if (o->device && o->sync != SYNC_REDUCER) {
-    fprintf(stderr, "ddp_train: --device cuda needs the reducer (not --sync mpi or --deterministic)\n");
+    PERR("ddp_train: --device cuda needs the reducer (not --sync mpi or --deterministic)\n");
     return -1;
   }
   if (o->checkpoint_every && !o->checkpoint) {
-    fprintf(stderr, "ddp_train: --checkpoint-every needs --checkpoint FILE\n");
+    PERR("ddp_train: --checkpoint-every needs --checkpoint FILE\n");
     return -1;
   }
   return 0;
@@ -343,10 +368,9 @@ int main(int argc, char **argv) {
   APP_CHECK(ddp_comm_mpi(&comm, DDP_COMM_WORLD, &world));
 
   opts_t o;
-  int pr = parse_args(argc, argv, &o);
+  int pr = parse_args(argc, argv, &o, rank != 0);
   if (pr != 0) {
     /* Every rank parses the same arguments, so every rank leaves here together. */
-    if (rank != 0) pr = pr < 0 ? -1 : 1;
     if (ddp_finalize(&comm) != DDP_OK) return 1;
     return pr < 0 ? 2 : 0;
   }

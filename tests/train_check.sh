@@ -114,6 +114,14 @@ corrupt)
     grep -qE '^ +1 ' case.out && bad "$name: training ran"
     say "$name: refused (exit $rc): $(grep -m1 'cannot resume' case.out)"
   done
+  # Bad flags: non-zero exit, one message (rank 0 only), before any data is read.
+  for args in "--epochs x" "--model vgg" "--hook fp8" "--checkpoint-every 5" "--deterministic 3" "--bogus"; do
+    # shellcheck disable=SC2086
+    "${mpirun[@]}" -np 2 "$train" $args >args.out 2>&1
+    rc=$?
+    n=$(grep -c '^ddp_train: ' args.out)
+    [ $rc -ne 0 ] && [ "$n" -eq 1 ] || bad "'$args': exit $rc, $n message(s): $(grep -m2 '^ddp_train' args.out)"
+  done
   ;;
 amp)
   # --amp (CPU emulation): bf16 and fp16 train like f32 (epoch-2 loss within 5%); fp16 started
