@@ -183,20 +183,22 @@ static int inspect(ddp__comm_t *c, const ddp__wait_desc_t *d, double waited, dou
   int n = c->size;
   if (!g || g->pcomm == MPI_COMM_NULL || n < 2 || n > DDP__INSPECT_MAX) return -1;
   ddp__probe_msg_t *rep = calloc((size_t)n, sizeof *rep);
-  MPI_Request *rq = malloc((size_t)n * sizeof *rq);
+  MPI_Request *rq = malloc(2 * (size_t)n * sizeof *rq), *sq = rq ? rq + n : NULL;
   int *state = calloc((size_t)n, sizeof *state); /* 0 pending, 1 same wait, 2 elsewhere */
-  if (!rep || !rq || !state) {
-    free(rep), free(rq), free(state);
+  /* The probe goes out non-blocking: a dead or stopped peer must not hold this rank in a send.
+   * Its buffer is on the heap so that an unfinished send can be abandoned safely. */
+  ddp__probe_msg_t *probe = malloc(sizeof *probe);
+  if (!rep || !rq || !state || !probe) {
+    free(rep), free(rq), free(state), free(probe);
     return -1;
   }
   int64_t nonce = ++g->nonce;
-  ddp__probe_msg_t probe;
-  probe_fill(&probe, nonce, d, waited);
+  probe_fill(probe, nonce, d, waited);
   for (int r = 0; r < n; r++) {
-    rq[r] = MPI_REQUEST_NULL;
+    rq[r] = sq[r] = MPI_REQUEST_NULL;
     if (r == c->rank) continue;
     MPI_Irecv(&rep[r], (int)sizeof rep[r], MPI_BYTE, r, DDP__TAG_REPLY, g->pcomm, &rq[r]);
-    MPI_Send(&probe, (int)sizeof probe, MPI_BYTE, r, DDP__TAG_PROBE, g->pcomm);
+    MPI_Isend(probe, (int)sizeof *probe, MPI_BYTE, r, DDP__TAG_PROBE, g->pcomm, &sq[r]);
   }
   double t0 = ddp__now();
   int left = n - 1;
@@ -224,6 +226,16 @@ static int inspect(ddp__comm_t *c, const ddp__wait_desc_t *d, double waited, dou
       MPI_Cancel(&rq[r]);
       MPI_Wait(&rq[r], MPI_STATUS_IGNORE);
     }
+  int sends_left = 0;
+  for (int r = 0; r < n; r++) {
+    int flag = 1;
+    if (sq[r] != MPI_REQUEST_NULL) MPI_Test(&sq[r], &flag, MPI_STATUS_IGNORE);
+    if (!flag) {
+      MPI_Request_free(&sq[r]); /* completes (or not) in the background */
+      sends_left = 1;
+    }
+  }
+  if (!sends_left) free(probe); /* else MPI may still read it: 64 bytes left to the job's end */
   /* Culprits: no answer, or waiting in another collective. */
   size_t o = 0, od = 0;
   int ncul = 0, nsame = 0;
