@@ -24,7 +24,7 @@ typedef struct cfg {
   char label[48];
   double cap_mb, first_mb;
   const char *algo; /* NULL = auto */
-  int overlap, views;
+  int overlap, views, predivided;
   ddp_hook_t hook;
 } cfg_t;
 
@@ -58,7 +58,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: ddp_bench [--steps N] [--warmup N] [--batch B] [--layers 784,2048,...]\n"
           "                 [--bucket-cap-mb MB] [--first-bucket-mb MB] [--algo NAME] [--hook none|fp16|bf16]\n"
-          "                 [--no-overlap] [--no-views] [--sweep] [--device host|cuda] [-J file.json]\n");
+          "                 [--no-overlap] [--no-views] [--predivide] [--sweep] [--device host|cuda] [-J file.json]\n");
 }
 
 static int parse_layers(const char *s, int *sizes, int *n) {
@@ -100,6 +100,8 @@ static void on_ready(size_t i, void *ctx) {
 /* One training step; with a reducer, gradients are exchanged while backward runs (overlap) or
  * all at once after it. */
 static int step(bench_t *b, const cfg_t *c, float lr) {
+  /* predivided: the loss carries 1/world, so the reducer only sums */
+  b->m.grad_scale = c->predivided ? 1.0f / (float)b->size : 1.0f;
   mlp_forward(&b->m, b->x, b->labels, b->batch);
   if (b->r && c->overlap) {
     mlp_backward(&b->m, b->x, b->labels, b->batch, 0, on_ready, b);
@@ -155,6 +157,7 @@ static int create_reducer(bench_t *b, const cfg_t *c) {
   o.algo = c->algo;
   o.grad_as_bucket_view = c->views;
   o.hook = c->hook;
+  o.predivided = c->predivided;
   o.stream = b->stream;
   APP_CHECK(ddp_reducer_create(&b->comm, p, b->m.nparams, &o, &b->r));
   if (b->device_cuda) { /* rank 0's parameters, broadcast on the device, back to the host model */
@@ -270,11 +273,13 @@ static void json_row(FILE *fp, const bench_t *b, const result_t *r) {
           "\"compute_only_ms\":%.4f,\"ddp_step_ms\":%.4f,\"efficiency\":%.4f,"
           "\"exposed_comm_ms\":%.4f,\"comm_ms\":%.4f,\"hidden_fraction\":%.4f,"
           "\"samples_per_s\":%.1f,\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g,\"nbuckets\":%zu,"
-          "\"wire_bytes\":%zu,\"algo\":\"%s\",\"overlap\":%s,\"views\":%s,\"hook\":\"%s\",\"device\":\"%s\"}",
+          "\"wire_bytes\":%zu,\"algo\":\"%s\",\"overlap\":%s,\"views\":%s,\"hook\":\"%s\",\"device\":\"%s\","
+          "\"predivided\":%s}",
           r->cfg.label, b->size, b->m.total, b->batch, b->steps, r->compute_ms, r->step_ms,
           r->efficiency, r->exposed_ms, r->comm_ms, r->hidden, r->samples_per_s, r->cfg.cap_mb,
           r->cfg.first_mb, r->nbuckets, r->wire_bytes, r->algo_used, r->cfg.overlap ? "true" : "false",
-          r->cfg.views ? "true" : "false", hook_name(r->cfg.hook), b->device_cuda ? "cuda" : "host");
+          r->cfg.views ? "true" : "false", hook_name(r->cfg.hook), b->device_cuda ? "cuda" : "host",
+          r->cfg.predivided ? "true" : "false");
 }
 
 int main(int argc, char **argv) {
@@ -287,7 +292,7 @@ int main(int argc, char **argv) {
   int sizes[] = {784, 2048, 2048, 2048, 10};
   memcpy(b.sizes, sizes, sizeof sizes);
   b.nsizes = 5;
-  cfg_t base = {"ddp", 25.0, 1.0, NULL, 1, 1, DDP_HOOK_NONE};
+  cfg_t base = {"ddp", 25.0, 1.0, NULL, 1, 1, 0, DDP_HOOK_NONE};
   const char *json = NULL;
   int sweep = 0, bad = 0;
   for (int i = 1; i < argc; i++) {
@@ -312,6 +317,7 @@ int main(int argc, char **argv) {
       takes = 0;
       if (!strcmp(a, "--no-overlap")) base.overlap = 0;
       else if (!strcmp(a, "--no-views")) base.views = 0;
+      else if (!strcmp(a, "--predivide")) base.predivided = 1;
       else if (!strcmp(a, "--sweep")) sweep = 1;
       else bad = 1;
     }
@@ -375,6 +381,9 @@ int main(int argc, char **argv) {
       snprintf(c.label, sizeof c.label, "cap %g MB", caps[k]);
       cfgs[ncfg++] = c;
     }
+    c = base, c.predivided = !base.predivided;
+    snprintf(c.label, sizeof c.label, "%s", c.predivided ? "predivided" : "averaged");
+    cfgs[ncfg++] = c;
     c = base, c.hook = DDP_HOOK_BF16, snprintf(c.label, sizeof c.label, "bf16 hook");
     cfgs[ncfg++] = c;
     c = base, c.hook = DDP_HOOK_FP16, snprintf(c.label, sizeof c.label, "fp16 hook");

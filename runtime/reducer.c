@@ -237,11 +237,12 @@ static ddp_status_t launch(ddp_reducer_t *r, size_t j) {
     ddp_dtype_t h = r->hook == DDP_HOOK_BF16 ? DDP_BF16 : DDP_F16;
     /* Divide before rounding (as PyTorch's fp16_compress_hook) so the sum cannot overflow. */
     st = ddp__rbuf_compress(r->comm, b->mem, b->half.ptr, b->buf.ptr, b->count,
-                            1.0f / (float)r->c->size, h, r->stream);
+                            r->predivided ? 1.0f : 1.0f / (float)r->c->size, h, r->stream);
     if (st == DDP_OK)
       st = ddp_iallreduce(r->comm, DDP_IN_PLACE, b->half.ptr, b->count, h, DDP_SUM, &o, &b->req);
   } else {
-    st = ddp_iallreduce(r->comm, DDP_IN_PLACE, b->buf.ptr, b->count, b->dtype, DDP_AVG, &o, &b->req);
+    st = ddp_iallreduce(r->comm, DDP_IN_PLACE, b->buf.ptr, b->count, b->dtype,
+                        r->predivided ? DDP_SUM : DDP_AVG, &o, &b->req);
   }
   if (st != DDP_OK && !b->done) {
     b->req = NULL;

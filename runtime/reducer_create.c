@@ -19,6 +19,7 @@ ddp_status_t ddp_reducer_opts_default(ddp_reducer_opts_t *opts) {
   opts->broadcast_params = 1;
   opts->algo = NULL;
   opts->stream = NULL;
+  opts->predivided = 0;
   return DDP_OK;
 }
 
@@ -36,6 +37,7 @@ static ddp_status_t check_local(ddp_comm_t *comm, const ddp_param_t *params, siz
                 "opts.grad_as_bucket_view %d must be 0 or 1", o->grad_as_bucket_view);
   DDP_CHECK_ARG(o->find_unused == 0 || o->find_unused == 1, "opts.find_unused %d must be 0 or 1", o->find_unused);
   DDP_CHECK_ARG(o->static_graph == 0 || o->static_graph == 1, "opts.static_graph %d must be 0 or 1", o->static_graph);
+  DDP_CHECK_ARG(o->predivided == 0 || o->predivided == 1, "opts.predivided %d must be 0 or 1", o->predivided);
   DDP_CHECK_ARG(o->broadcast_params == 0 || o->broadcast_params == 1,
                 "opts.broadcast_params %d must be 0 or 1", o->broadcast_params);
   DDP_CHECK_ARG((unsigned)o->hook <= (unsigned)DDP_HOOK_BF16,
@@ -81,6 +83,7 @@ static uint64_t opts_hash(const ddp_reducer_opts_t *o) {
   h = mix(h, (uint64_t)o->static_graph);
   h = mix(h, (uint64_t)o->hook);
   h = mix(h, (uint64_t)o->broadcast_params);
+  h = mix(h, (uint64_t)o->predivided);
   for (const char *s = o->algo ? o->algo : "auto"; *s; s++) h = mix(h, (uint64_t)(unsigned char)*s);
   return h >> 2; /* non-negative as int64, and its negation fits */
 }
@@ -218,10 +221,10 @@ ddp_status_t ddp_reducer_create(ddp_comm_t *comm, const ddp_param_t *params, siz
   if (v[3] != -v[4])
     return ddp__error(DDP_EMISMATCH, "reducer: ranks passed different options (bucket_cap_mb, "
                       "first_bucket_mb, grad_as_bucket_view, find_unused, static_graph, hook, "
-                      "broadcast_params or algo); this rank: bucket_cap_mb %g, first_bucket_mb %g, "
-                      "views %d, find_unused %d, static_graph %d, hook %d, broadcast %d, algo %s",
+                      "broadcast_params, predivided or algo); this rank: bucket_cap_mb %g, first_bucket_mb %g, "
+                      "views %d, find_unused %d, static_graph %d, hook %d, broadcast %d, predivided %d, algo %s",
                       o.bucket_cap_mb, o.first_bucket_mb, o.grad_as_bucket_view, o.find_unused,
-                      o.static_graph, (int)o.hook, o.broadcast_params, o.algo ? o.algo : "auto");
+                      o.static_graph, (int)o.hook, o.broadcast_params, o.predivided, o.algo ? o.algo : "auto");
   /* Parameter fingerprints (also catches a different count, naming the first extra one). */
   DDP_TRY(check_fingerprints(comm, c, params, nparams));
 
@@ -258,6 +261,7 @@ ddp_status_t ddp_reducer_create(ddp_comm_t *comm, const ddp_param_t *params, siz
     r->find_unused = o.find_unused;
     r->static_graph = o.static_graph;
     r->hook = o.hook;
+    r->predivided = o.predivided;
     r->stream = o.stream;
     r->sync = 1;
     r->recording = 1;

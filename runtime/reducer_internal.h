@@ -86,7 +86,7 @@ struct ddp_reducer {
   ddp__rbucket_t *b;
   /* options */
   size_t first_bytes, cap_bytes;
-  int views, find_unused, static_graph;
+  int views, find_unused, static_graph, predivided;
   ddp_hook_t hook;
   char *algo;
   void *stream;

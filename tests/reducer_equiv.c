@@ -72,9 +72,10 @@ static int usable(const char *algo) {
 }
 
 /* accum = 1: two micro-batches per step, the first under no_sync. */
-static void run(const char *algo, int views, int caps, int accum) {
+static void run(const char *algo, int views, int caps, int accum, int predivided) {
   char label[96];
-  snprintf(label, sizeof label, "algo=%s views=%d caps=%d accum=%d", algo, views, caps, accum);
+  snprintf(label, sizeof label, "algo=%s views=%d caps=%d accum=%d predivided=%d", algo, views, caps, accum,
+           predivided);
   int micro = accum ? 2 : 1, k = g_size;
   mlp_t a, ref;
   if (mlp_init(&a, SIZES, NSIZES, B) || mlp_init(&ref, SIZES, NSIZES, B * k * micro)) {
@@ -83,6 +84,7 @@ static void run(const char *algo, int views, int caps, int accum) {
   }
   mlp_init_params(&a, 42 + (uint64_t)g_rank); /* differs by rank: creation broadcasts rank 0's */
   mlp_init_params(&ref, 42);
+  if (predivided) a.grad_scale = 1.0f / (float)k; /* the average folded into the loss */
   ddp_param_t p[2 * (NSIZES - 1)];
   for (size_t i = 0; i < a.nparams; i++)
     p[i] = (ddp_param_t){.data = a.param[i], .count = a.count[i], .dtype = DDP_F32, .mem = DDP_MEM_HOST,
@@ -91,6 +93,7 @@ static void run(const char *algo, int views, int caps, int accum) {
   ddp_reducer_opts_default(&o);
   o.algo = algo;
   o.grad_as_bucket_view = views;
+  o.predivided = predivided;
   o.bucket_cap_mb = caps == 2 ? 1e-6 : 25.0;
   o.first_bucket_mb = caps == 0 ? 25.0 : caps == 1 ? 0.004 : 1e-6;
   ctx_t c = {NULL, 0};
@@ -174,8 +177,10 @@ int main(int argc, char **argv) {
   }
   for (const char *const *al = ddp_allreduce_algos(); *al; al++)
     for (int views = 0; views <= 1 && usable(*al); views++)
-      for (int caps = 0; caps < 3; caps++) run(*al, views, caps, 0);
-  for (int views = 0; views <= 1; views++) run("auto", views, 1, 1);
+      for (int caps = 0; caps < 3; caps++) run(*al, views, caps, 0, 0);
+  for (int views = 0; views <= 1; views++) run("auto", views, 1, 1, 0);
+  run("auto", 1, 2, 0, 1);
+  run("auto", 0, 1, 1, 1);
   if (g_rank == 0) printf("worst relative difference from the single-process run: %.3g\n", g_maxrel);
   int rc = ddp_test_finish("reducer_equiv");
   ddp_finalize(&g_comm);

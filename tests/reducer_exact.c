@@ -115,6 +115,7 @@ typedef struct setup {
   ddp_hook_t hook;
   int find_unused, static_graph;
   const char *algo;
+  int predivided; /* finish leaves the sum: expected values are world times the average */
 } setup_t;
 
 typedef struct world {
@@ -144,6 +145,7 @@ static int make(world_t *w, const setup_t *s) {
   o.find_unused = s->find_unused;
   o.static_graph = s->static_graph;
   o.algo = s->algo;
+  o.predivided = s->predivided;
   ddp_status_t st = ddp_reducer_create(&g_comm, w->params, s->np, &o, &w->r);
   CHECK(st == DDP_OK, "[%s] create: %s", s->label, ddp_last_error());
   if (st != DDP_OK) return -1;
@@ -211,6 +213,7 @@ static void run_steps(const setup_t *s, int steps, int random_order, used_fn use
         int e = 0;
         for (int q = 0; q < g_size; q++)
           if (used(q, i)) e += h(q, i, c, step);
+        if (s->predivided) e *= g_size;
         double got = get(g, s->specs[i].dtype, c);
         if (got != (double)e) {
           if (wrong++ < 3)
@@ -261,13 +264,13 @@ static const spec_t MIXED[] = {{300, DDP_F32}, {40, DDP_F64}, {513, DDP_F16}, {7
 
 static void test_layouts(void) {
   size_t n = sizeof F32S / sizeof F32S[0];
-  setup_t one = {"one bucket", F32S, n, 25.0, 25.0, 1, DDP_HOOK_NONE, 0, 0, NULL};
-  setup_t two = {"two buckets", F32S, n, 25.0, 0.25, 1, DDP_HOOK_NONE, 0, 0, NULL};
-  setup_t many = {"many buckets", F32S, n, 1e-6, 1e-6, 1, DDP_HOOK_NONE, 0, 0, NULL};
+  setup_t one = {"one bucket", F32S, n, 25.0, 25.0, 1, DDP_HOOK_NONE, 0, 0, NULL, 0};
+  setup_t two = {"two buckets", F32S, n, 25.0, 0.25, 1, DDP_HOOK_NONE, 0, 0, NULL, 0};
+  setup_t many = {"many buckets", F32S, n, 1e-6, 1e-6, 1, DDP_HOOK_NONE, 0, 0, NULL, 0};
   CHECK(nbuckets_of(&one) == 1, "cap 25 MB should give one bucket");
   CHECK(nbuckets_of(&two) == 2, "first bucket 0.25 MB should give two buckets");
   CHECK(nbuckets_of(&many) == n, "a tiny cap should give one bucket per parameter");
-  setup_t mixed = {"mixed dtypes", MIXED, sizeof MIXED / sizeof MIXED[0], 25.0, 1.0, 1, DDP_HOOK_NONE, 0, 0, NULL};
+  setup_t mixed = {"mixed dtypes", MIXED, sizeof MIXED / sizeof MIXED[0], 25.0, 1.0, 1, DDP_HOOK_NONE, 0, 0, NULL, 0};
   CHECK(nbuckets_of(&mixed) == 6, "six dtypes should give six buckets");
   /* Initial order: reverse registration, so the last parameter is in bucket 0. */
   world_t w;
@@ -298,28 +301,32 @@ static void test_iterations(void) {
         if (!usable(*a)) continue;
         char label[96];
         snprintf(label, sizeof label, "f32 views=%d caps=%d algo=%s", views, caps, *a);
-        setup_t s = {label, F32S, n, cap, first, views, DDP_HOOK_NONE, 0, 0, *a};
+        setup_t s = {label, F32S, n, cap, first, views, DDP_HOOK_NONE, 0, 0, *a, 0};
         run_steps(&s, 3, 1, all_used);
       }
       if (caps == 1) continue; /* mixed dtypes: one and many buckets per dtype */
       char label[96];
       snprintf(label, sizeof label, "mixed views=%d caps=%d", views, caps);
-      setup_t s = {label, MIXED, nm, cap, first, views, DDP_HOOK_NONE, 0, 0, NULL};
+      setup_t s = {label, MIXED, nm, cap, first, views, DDP_HOOK_NONE, 0, 0, NULL, 0};
       run_steps(&s, 3, 1, all_used);
     }
   /* Natural (reverse) order, and both hooks. */
-  setup_t nat = {"natural order", F32S, n, 0.1, 0.01, 1, DDP_HOOK_NONE, 0, 0, NULL};
+  setup_t nat = {"natural order", F32S, n, 0.1, 0.01, 1, DDP_HOOK_NONE, 0, 0, NULL, 0};
   run_steps(&nat, 3, 0, all_used);
-  setup_t fp16 = {"fp16 hook", MIXED, nm, 0.001, 0.001, 1, DDP_HOOK_FP16, 0, 0, NULL};
+  setup_t fp16 = {"fp16 hook", MIXED, nm, 0.001, 0.001, 1, DDP_HOOK_FP16, 0, 0, NULL, 0};
   run_steps(&fp16, 3, 1, all_used);
-  setup_t bf16 = {"bf16 hook views off", F32S, n, 0.1, 0.01, 0, DDP_HOOK_BF16, 0, 0, NULL};
+  setup_t bf16 = {"bf16 hook views off", F32S, n, 0.1, 0.01, 0, DDP_HOOK_BF16, 0, 0, NULL, 0};
   run_steps(&bf16, 3, 1, all_used);
   /* Unused parameters: some ranks skip some, nobody produces p1. */
-  setup_t fu = {"find_unused", F32S, n, 0.1, 0.01, 1, DDP_HOOK_NONE, 1, 0, NULL};
+  setup_t fu = {"find_unused", F32S, n, 0.1, 0.01, 1, DDP_HOOK_NONE, 1, 0, NULL, 0};
   run_steps(&fu, 3, 1, some_used);
-  setup_t fuv = {"find_unused views off", MIXED, nm, 25.0, 1.0, 0, DDP_HOOK_NONE, 1, 0, NULL};
+  setup_t fuv = {"find_unused views off", MIXED, nm, 25.0, 1.0, 0, DDP_HOOK_NONE, 1, 0, NULL, 0};
   run_steps(&fuv, 2, 0, some_used);
-  setup_t sg = {"find_unused static_graph", F32S, n, 1e-6, 1e-6, 1, DDP_HOOK_NONE, 1, 1, NULL};
+  setup_t pre = {"predivided (sum)", MIXED, nm, 0.001, 0.001, 1, DDP_HOOK_NONE, 0, 0, NULL, 1};
+  run_steps(&pre, 2, 1, all_used);
+  setup_t preh = {"predivided bf16 hook", F32S, n, 0.1, 0.01, 0, DDP_HOOK_BF16, 0, 0, NULL, 1};
+  run_steps(&preh, 2, 1, all_used);
+  setup_t sg = {"find_unused static_graph", F32S, n, 1e-6, 1e-6, 1, DDP_HOOK_NONE, 1, 1, NULL, 0};
   run_steps(&sg, 4, 1, some_used);
 }
 
@@ -327,7 +334,7 @@ static void test_iterations(void) {
  * the accumulated sum. */
 static void test_no_sync(int views) {
   size_t n = sizeof F32S / sizeof F32S[0];
-  setup_t s = {views ? "no_sync" : "no_sync views off", F32S, n, 0.1, 0.01, views, DDP_HOOK_NONE, 0, 0, NULL};
+  setup_t s = {views ? "no_sync" : "no_sync views off", F32S, n, 0.1, 0.01, views, DDP_HOOK_NONE, 0, 0, NULL, 0};
   world_t w;
   if (make(&w, &s) != 0) return;
   for (int step = 0; step < 2; step++) {
@@ -372,7 +379,7 @@ static void test_no_sync(int views) {
  * out-of-range index, set_sync mid-iteration; the reducer keeps working afterwards. */
 static void test_iteration_errors(void) {
   size_t n = sizeof F32S / sizeof F32S[0];
-  setup_t s = {"iteration errors", F32S, n, 0.1, 0.01, 1, DDP_HOOK_NONE, 0, 0, NULL};
+  setup_t s = {"iteration errors", F32S, n, 0.1, 0.01, 1, DDP_HOOK_NONE, 0, 0, NULL, 0};
   world_t w;
   if (make(&w, &s) != 0) return;
   for (size_t i = n; i-- > 0;) {
@@ -476,6 +483,10 @@ static void test_bad_args(void) {
   o.find_unused = 2;
   CHECK_ST(ddp_reducer_create(&g_comm, &p, 1, &o, &r), DDP_EINVAL);
   CHECK_MSG("find_unused 2");
+  ddp_reducer_opts_default(&o);
+  o.predivided = -1;
+  CHECK_ST(ddp_reducer_create(&g_comm, &p, 1, &o, &r), DDP_EINVAL);
+  CHECK_MSG("predivided -1");
   CHECK(r == NULL, "out written on error");
   /* A bad argument on one rank only: an error on every rank, no hang. */
   q = p;

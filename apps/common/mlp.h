@@ -48,6 +48,8 @@ typedef struct mlp {
   float *param_block, *grad_block; /* owned storage */
   float **act;       /* act[l], l = 1..nlayers: output of layer l-1 (post-ReLU if hidden) */
   float *delta[2];   /* back-propagated error, ping-pong, max_batch x max width */
+  float grad_scale;  /* loss multiplier (default 1): 1/world with a reducer created with
+                        predivided = 1 folds the average into the loss at no cost */
 } mlp_t;
 
 /* Deterministic generator (splitmix64): identical streams on every platform. */
@@ -86,6 +88,7 @@ static inline int mlp_init(mlp_t *m, const int *sizes, int nsizes, int max_batch
     if (sizes[i] < 1) return -1;
   m->nlayers = nsizes - 1;
   m->max_batch = max_batch;
+  m->grad_scale = 1.0f;
   m->nparams = (size_t)2 * (size_t)m->nlayers;
   m->sizes = malloc(sizeof(int) * (size_t)nsizes);
   m->param = calloc(m->nparams, sizeof(float *));
@@ -199,9 +202,9 @@ static inline void mlp_backward(mlp_t *m, const float *x, const int *labels, int
     for (int c = 1; c < classes; c++) mx = zr[c] > mx ? zr[c] : mx;
     float sum = 0.0f;
     for (int c = 0; c < classes; c++) sum += (dr[c] = expf(zr[c] - mx));
-    float inv = 1.0f / (sum * (float)batch);
+    float inv = m->grad_scale / (sum * (float)batch);
     for (int c = 0; c < classes; c++) dr[c] *= inv;
-    dr[labels[r]] -= 1.0f / (float)batch;
+    dr[labels[r]] -= m->grad_scale / (float)batch;
   }
   float beta = accumulate ? 1.0f : 0.0f;
   for (int l = L - 1; l >= 0; l--) {
