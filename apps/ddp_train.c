@@ -776,6 +776,12 @@ int main(int argc, char **argv) {
       save_checkpoint(&o, &m, mom, &scaler, &st);
     }
   }
+  if (!stopped && start_epoch >= (uint64_t)o.epochs &&
+      evaluate(&m, test, n_test, world, rank, size, xbuf, ybuf, &acc) != 0) {
+    /* Resumed from the end of the last epoch: nothing to train, report the model as is. */
+    fprintf(stderr, "ddp_train: evaluation failed: %s\n", ddp_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   if (rank == 0 && !stopped) {
     printf("final: test accuracy %.2f%% after %d epochs (%d ranks, global batch %ld), %.1f s\n",
            100.0 * acc, o.epochs, size, o.batch * size, train_now() - run_t0);
