@@ -38,6 +38,9 @@ ddp_add_mpi_test(NAME coll_allreduce_big_np2 EXE coll_allreduce NP 2 ARGS all bi
   LABELS slow TIMEOUT 300)
 ddp_add_mpi_test(NAME coll_allreduce_big_np3 EXE coll_allreduce NP 3 ARGS all big host
   LABELS slow TIMEOUT 300)
+# Counts above INT_MAX (about 2.2 GB per rank).
+ddp_add_test_exe(coll_bigcount coll_bigcount.c)
+ddp_add_mpi_test(NAME coll_bigcount_np2 EXE coll_bigcount NP 2 LABELS slow TIMEOUT 600)
 foreach(np 5 8)
   ddp_add_mpi_test(NAME coll_allreduce_ring_rhd_np${np} EXE coll_allreduce NP ${np} ARGS ring,rhd,shm quick host
     LABELS slow TIMEOUT 300)
