@@ -286,9 +286,12 @@ static ddp_status_t expire(ddp__comm_t *c, const ddp__wait_desc_t *d, const char
            d && d->coll ? d->coll : "?", d && d->algo ? d->algo : "?", d ? d->bytes : (size_t)0,
            d ? d->tag : -1, pending && pending[0] ? pending : "unknown",
            detail[0] ? " (stall inspector: " : "", detail, detail[0] ? ")" : "");
-  char args[256];
-  snprintf(args, sizeof args, "{\"seq\":%llu,\"bytes\":%zu,\"tag\":%d}",
-           d ? (unsigned long long)d->seq : 0ULL, d ? d->bytes : (size_t)0, d ? d->tag : -1);
+  /* Names are the library's own constants and peers are digits and commas: no escaping. */
+  char args[512];
+  snprintf(args, sizeof args,
+           "{\"seq\":%llu,\"collective\":\"%.40s\",\"bytes\":%zu,\"tag\":%d,\"peers\":\"%.256s\"}",
+           d ? (unsigned long long)d->seq : 0ULL, d && d->coll ? d->coll : "?",
+           d ? d->bytes : (size_t)0, d ? d->tag : -1, pending && pending[0] ? pending : "unknown");
   ddp__timeline_event(c->timeline, 'i', "watchdog timeout", "ddp", args);
   ddp__timeline_write(c->timeline, c->world, 0); /* per-rank file: no peer is needed */
   if (!c->cfg.on_timeout_return) {

@@ -37,7 +37,7 @@ ddp_add_internal_test_exe(robust_prog robust_prog.c)
 ddp_add_robust_test(NAME robust_wait_abort_np2 EXE robust_prog NP 2 ARGS wait_abort
   EXPECT fail MAXS 15 TIMEOUT 60 LABELS quick robust
   ENV DDP_TIMEOUT_S=2 DDP_TIMELINE=${CMAKE_CURRENT_BINARY_DIR}/robust_wait_abort.json
-  CHECKS --file ${CMAKE_CURRENT_BINARY_DIR}/robust_wait_abort.json.rank0 "watchdog timeout"
+  CHECKS --file ${CMAKE_CURRENT_BINARY_DIR}/robust_wait_abort.json.rank0 "\"watchdog timeout\".*\"seq\":3,\"collective\":\"allreduce\",\"bytes\":4096,\"tag\":2,\"peers\":\"1\""
          --once "mpiddp ABORT: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=2\\) waiting for collective #3 allreduce \\(algo ring, 4096 bytes, tag/bucket 2\\). peers that had not answered: 1$"
          --not "the watchdog did not abort")
 ddp_add_robust_test(NAME robust_fp_skip_np3 EXE robust_prog NP 3 ARGS fp_skip
