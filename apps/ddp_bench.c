@@ -58,7 +58,7 @@ static void usage(void) {
   fprintf(stderr,
           "usage: ddp_bench [--steps N] [--warmup N] [--batch B] [--layers 784,2048,...]\n"
           "                 [--bucket-cap-mb MB] [--first-bucket-mb MB] [--algo NAME] [--hook none|fp16|bf16]\n"
-          "                 [--no-overlap] [--no-views] [--predivide] [--sweep] [--device host|cuda] [-J file.json]\n");
+          "                 [--no-overlap] [--no-views] [--no-predivide] [--sweep] [--device host|cuda] [-J file.json]\n");
 }
 
 static int parse_layers(const char *s, int *sizes, int *n) {
@@ -187,8 +187,8 @@ static int point_grads(bench_t *b, ddp_reducer_t *r, const cfg_t *c) {
 }
 
 /* All configurations run side by side: each measured iteration does one compute-only step and
- * then one DDP step per configuration, so load from other processes on the machine shifts
- * every figure alike. Means over --steps, the slowest rank's. */
+ * one DDP step per configuration, in an order that rotates every iteration, so load from other
+ * processes on the machine shifts every figure alike. Means over --steps, the slowest rank's. */
 static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
   ddp_reducer_t *rs[16];
   for (int k = 0; k < n; k++) {
@@ -200,14 +200,20 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
   double comp = 0.0, sum[16] = {0.0};
   MPI_Barrier(MPI_COMM_WORLD);
   for (int s = -b->warmup; s < b->steps; s++) {
-    /* Compute only, on configuration 0's gradient buffers. Its SGD runs with lr 0 (same memory
-     * traffic) so that the ranks' parameters stay identical. */
-    if (point_grads(b, rs[0], &cfgs[0]) != 0) return 1;
-    b->r = NULL;
-    double t0 = MPI_Wtime();
-    if (step(b, &cfgs[0], 0.0f) != 0) return 1;
-    if (s >= 0) comp += MPI_Wtime() - t0;
-    for (int k = 0; k < n; k++) {
+    /* n + 1 runs per iteration, the compute-only step as run n; the order rotates every
+     * iteration so no configuration always follows the same one. */
+    for (int q = 0; q < n + 1; q++) {
+      int k = (q + s + b->warmup) % (n + 1);
+      if (k == n) {
+        /* Compute only, on configuration 0's gradient buffers. Its SGD runs with lr 0 (same
+         * memory traffic) so that the ranks' parameters stay identical. */
+        if (point_grads(b, rs[0], &cfgs[0]) != 0) return 1;
+        b->r = NULL;
+        double t0 = MPI_Wtime();
+        if (step(b, &cfgs[0], 0.0f) != 0) return 1;
+        if (s >= 0) comp += MPI_Wtime() - t0;
+        continue;
+      }
       b->r = rs[k];
       if (point_grads(b, rs[k], &cfgs[k]) != 0) return 1;
       double t1 = MPI_Wtime();
@@ -292,7 +298,9 @@ int main(int argc, char **argv) {
   int sizes[] = {784, 2048, 2048, 2048, 10};
   memcpy(b.sizes, sizes, sizeof sizes);
   b.nsizes = 5;
-  cfg_t base = {"ddp", 25.0, 1.0, NULL, 1, 1, 0, DDP_HOOK_NONE};
+  /* The loss carries 1/world (predivided) by default: the same averaged gradients without a
+   * division pass over the buckets; --no-predivide makes the reducer divide instead. */
+  cfg_t base = {"ddp", 25.0, 1.0, NULL, 1, 1, 1, DDP_HOOK_NONE};
   const char *json = NULL;
   int sweep = 0, bad = 0;
   for (int i = 1; i < argc; i++) {
@@ -318,6 +326,7 @@ int main(int argc, char **argv) {
       if (!strcmp(a, "--no-overlap")) base.overlap = 0;
       else if (!strcmp(a, "--no-views")) base.views = 0;
       else if (!strcmp(a, "--predivide")) base.predivided = 1;
+      else if (!strcmp(a, "--no-predivide")) base.predivided = 0;
       else if (!strcmp(a, "--sweep")) sweep = 1;
       else bad = 1;
     }
@@ -382,7 +391,7 @@ int main(int argc, char **argv) {
       cfgs[ncfg++] = c;
     }
     c = base, c.predivided = !base.predivided;
-    snprintf(c.label, sizeof c.label, "%s", c.predivided ? "predivided" : "averaged");
+    snprintf(c.label, sizeof c.label, "%s", c.predivided ? "predivided" : "no-predivide");
     cfgs[ncfg++] = c;
     c = base, c.hook = DDP_HOOK_BF16, snprintf(c.label, sizeof c.label, "bf16 hook");
     cfgs[ncfg++] = c;
@@ -406,8 +415,9 @@ int main(int argc, char **argv) {
       printf("# device buckets on %s: host compute, gradients copied H2D before grad_ready and D2H after finish\n", dev);
     }
     printf("# compute_ms: the same steps without communication; each measured iteration runs one compute-only step and one\n"
-           "# DDP step per configuration, interleaved; efficiency = compute_ms / ddp_ms\n");
-    printf("# every configuration checks that all ranks end with bitwise identical parameters\n");
+           "# DDP step per configuration, interleaved in a rotating order; efficiency = compute_ms / ddp_ms\n");
+    printf("# every configuration checks that all ranks end with bitwise identical parameters; predivided: the loss\n"
+           "# carries 1/world and the reducer sums (same averaged gradients, no division pass)\n");
     printf("%-22s %3s %9s %10s %9s %7s %9s %8s %7s %9s %4s %7s %-12s %-3s %-3s %s\n", "# config", "np",
            "params", "compute_ms", "ddp_ms", "effic", "exposed", "comm_ms", "hidden", "samples/s", "bkts",
            "cap_mb", "algo", "ovl", "vw", "hook");
