@@ -369,6 +369,24 @@ int main(int argc, char **argv) {
 
   opts_t o;
   int pr = parse_args(argc, argv, &o, rank != 0);
+  if (pr == 0 && o.sync == SYNC_LANES && o.lanes % size != 0) {
+    if (rank == 0)
+      fprintf(stderr, "ddp_train: --deterministic %ld needs a lane count that is a multiple of the "
+              "%d ranks\n", o.lanes, size);
+    pr = -1;
+  }
+  if (pr == 0 && o.device) {
+    /* Every rank needs a device; all of them learn whether one lacks it, and leave together. */
+    int have = ddp_device_available(&comm), all = 0;
+    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, world);
+    if (!have) {
+      char why[160];
+      ddp_device_describe(&comm, why, sizeof why);
+      fprintf(stderr, "ddp_train: --device cuda: no device on rank %d: %s (a GPU, or "
+              "DDP_DEVICE_EMULATE=1 for the host emulation)\n", rank, why);
+    }
+    if (!all) pr = -1;
+  }
   if (pr != 0) {
     /* Every rank parses the same arguments, so every rank leaves here together. */
     if (ddp_finalize(&comm) != DDP_OK) return 1;
@@ -408,12 +426,6 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0, off = 0; i < m.nparams; off += m.count[i], i++) mom[i] = mom_block + off;
 
-  if (o.sync == SYNC_LANES && o.lanes % size != 0) {
-    if (rank == 0)
-      fprintf(stderr, "ddp_train: --deterministic %ld needs a lane count that is a multiple of the "
-              "%d ranks\n", o.lanes, size);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
   double *grad64 = NULL; /* --deterministic: lane-weighted gradient sum, then the sample count */
   float *lane_x = NULL;
   int32_t *lane_y = NULL;
@@ -527,14 +539,6 @@ int main(int argc, char **argv) {
   float *host_grad[TM_MAX_PARAMS] = {0};
   char devdesc[160] = "host";
   if (o.device) {
-    if (!ddp_device_available(&comm)) {
-      char why[160];
-      ddp_device_describe(&comm, why, sizeof why);
-      if (rank == 0)
-        fprintf(stderr, "ddp_train: --device cuda: no device on this rank: %s (a GPU, or "
-                "DDP_DEVICE_EMULATE=1 for the host emulation)\n", why);
-      MPI_Abort(MPI_COMM_WORLD, 4);
-    }
     APP_CHECK(ddp_device_describe(&comm, devdesc, sizeof devdesc));
     APP_CHECK(ddp_stream_create(&comm, &stream));
     for (size_t i = 0, off = 0; i < m.nparams; off += m.count[i], i++) {
