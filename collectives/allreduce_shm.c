@@ -16,11 +16,12 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coll_internal.h"
 
 #define CTRL_BYTES ((size_t)4096)
-#define HALF_BYTES ((size_t)4 << 20)  /* one staging half */
+#define HALF_BYTES ((size_t)8 << 20)  /* one staging half */
 #define SMALL_BYTES ((size_t)16 << 10) /* at or below: every rank reduces everything */
 #define LOC_STAGE UINT64_MAX
 
@@ -50,7 +51,8 @@ struct ddp__shm {
   char **stage;     /* n entries: staging area (2 halves) */
   uint64_t epoch;
   uint64_t tiny_seq;
-  unsigned flip;    /* which half the next staged use takes */
+  unsigned flip;
+  double spin_s;    /* busy-wait this long before yielding the core */    /* which half the next staged use takes */
   const char **src; /* n entries, per-call scratch */
   char **res;
   const char **in;  /* reduce inputs in rank order */
@@ -93,6 +95,8 @@ static ddp_status_t shm_get(ddp__ctx_t *x, ddp__shm_t **out) {
   }
   s->n = c->local_size;
   s->me = c->local_rank;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  s->spin_s = cpus > 0 && s->n <= cpus ? 2e-3 : 20e-6;
   MPI_Info info;
   MPI_Info_create(&info);
   MPI_Info_set(info, "alloc_shared_noncontig", "true");
@@ -137,10 +141,11 @@ static inline void cpu_relax(void) {
 }
 
 /* Waits until *flag >= target. Spins (the peer is usually on another core and a few hundred
- * nanoseconds away) for up to SPIN_S, then also yields the core: ranks may outnumber cores and
- * the peer may need this one. Bounded by the watchdog. */
-#define SPIN_S 50e-6
+ * nanoseconds away) for up to s->spin_s, then also yields the core. The spin is long when the
+ * node's ranks fit on its cores (as MPI's own shared-memory transport busy-polls), short when
+ * they outnumber them (the peer may need this very core). Bounded by the watchdog. */
 static ddp_status_t wait_flag(ddp__ctx_t *x, _Atomic uint64_t *flag, uint64_t target) {
+  const double spin_s = x->cs->shm->spin_s;
   if (atomic_load_explicit(flag, memory_order_acquire) >= target) return DDP_OK;
   double t0 = ddp__now(), last = t0;
   for (unsigned spins = 1;; spins++) {
@@ -150,7 +155,7 @@ static ddp_status_t wait_flag(ddp__ctx_t *x, _Atomic uint64_t *flag, uint64_t ta
       continue;
     }
     double now = ddp__now();
-    if (now - t0 > SPIN_S) sched_yield();
+    if (now - t0 > spin_s) sched_yield();
     if (now - last > 0.5) {
       last = now;
       DDP_TRY(ddp__deadline_check(x->c, t0, &x->desc));
@@ -271,6 +276,13 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
     s->src[q] = p;
     if (st == DDP_OK) st = resolve(cs, q, s->ctrl[q]->desc[0][1], &s->res[q]);
   }
+  /* Everything in the pool: no staging limit, one pass (fewer barriers: each one waits for
+   * the slowest rank, which on a shared machine may just have been preempted). Every rank
+   * sees the same descriptors, so all decide alike. Chunk 0's copy-in (if any rank staged)
+   * used HALF-sized chunks, as here. */
+  int all_pool = 1;
+  for (int q = 0; q < n; q++) all_pool &= s->src[q] != NULL && s->res[q] != NULL;
+  if (all_pool) chunk = a->count;
   for (size_t base = 0; base < a->count && st == DDP_OK; base += chunk) {
     size_t m = a->count - base < chunk ? a->count - base : chunk;
     size_t h = (s->flip++ & 1) * HALF_BYTES;
@@ -285,7 +297,10 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
     for (int q = 0; q < n; q++)
       s->in[q] = s->src[q] ? s->src[q] + base * es : s->stage[q] + h;
     if (!s->src[me]) s->in[me] = (const char *)a->send + base * es;
-    char *dst = s->res[me] ? s->res[me] + (base + o[me]) * es : s->stage[me] + h + o[me] * es;
+    /* The slice is reduced straight into recv (the pool location when recv is in the pool);
+     * a staged result is then also copied, cache-hot, to staging for the peers. */
+    char *dst = s->res[me] ? s->res[me] + (base + o[me]) * es
+                           : (char *)a->recv + (base + o[me]) * es;
     /* If the result aliases this rank's own input, start from it and add the others. */
     if (dst == s->in[me] + o[me] * es) {
       for (int q = 0; q < n; q++)
@@ -293,10 +308,12 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
     } else {
       reduce_n(dst, s->in, n, o[me], l[me], a->dtype, a->op);
     }
+    if (!s->res[me]) ddp__copy_host(s->stage[me] + h + o[me] * es, dst, l[me] * es);
     st = barrier(x, s);
     if (st != DDP_OK) break;
-    /* Gather every slice into recv. */
+    /* Gather the other slices into recv. */
     for (int q = 0; q < n; q++) {
+      if (q == me) continue;
       const char *from = s->res[q] ? s->res[q] + (base + o[q]) * es : s->stage[q] + h + o[q] * es;
       char *to = (char *)a->recv + (base + o[q]) * es;
       if (from != to) ddp__copy_host(to, from, l[q] * es);
