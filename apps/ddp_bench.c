@@ -31,6 +31,7 @@ typedef struct cfg {
 typedef struct result {
   cfg_t cfg;
   double compute_min_ms, step_min_ms; /* best single step (least disturbed by other load) */
+  double compute_mean_ms, step_mean_ms;
   double compute_ms, step_ms, exposed_ms, comm_ms, hidden, samples_per_s, efficiency;
   size_t nbuckets, wire_bytes;
   int wrong; /* parameters differ across ranks at the end */
@@ -176,6 +177,17 @@ static int create_reducer(bench_t *b, const cfg_t *c) {
   return 0;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Median of n values (sorts them). */
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 /* Gradient buffers of configuration c for the host model: the reducer's views, or the model's
  * own buffers (views off, and --device cuda where the model computes on the host). */
 static int point_grads(bench_t *b, ddp_reducer_t *r, const cfg_t *c) {
@@ -200,6 +212,12 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
   }
   double comp = 0.0, sum[16] = {0.0}, comp_min = 1e30, mins[16];
   for (int k = 0; k < n; k++) mins[k] = 1e30;
+  /* Every measured step time, for medians (robust to the odd step another process disturbs). */
+  double *tc = calloc((size_t)b->steps, sizeof *tc), *td = calloc((size_t)b->steps * (size_t)n, sizeof *td);
+  if (!tc || !td) {
+    fprintf(stderr, "ddp_bench: out of memory\n");
+    return 1;
+  }
   MPI_Barrier(MPI_COMM_WORLD);
   for (int s = -b->warmup; s < b->steps; s++) {
     /* n + 1 runs per iteration, the compute-only step as run n; the order rotates every
@@ -214,7 +232,7 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
         double t0 = MPI_Wtime();
         if (step(b, &cfgs[0], 0.0f) != 0) return 1;
         double dt = MPI_Wtime() - t0;
-        if (s >= 0) comp += dt, comp_min = dt < comp_min ? dt : comp_min;
+        if (s >= 0) comp += dt, comp_min = dt < comp_min ? dt : comp_min, tc[s] = dt;
         continue;
       }
       b->r = rs[k];
@@ -222,10 +240,11 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
       double t1 = MPI_Wtime();
       if (step(b, &cfgs[k], b->lr) != 0) return 1;
       double dt = MPI_Wtime() - t1;
-      if (s >= 0) sum[k] += dt, mins[k] = dt < mins[k] ? dt : mins[k];
+      if (s >= 0) sum[k] += dt, mins[k] = dt < mins[k] ? dt : mins[k], td[(size_t)k * b->steps + s] = dt;
     }
   }
-  b->compute_ms = max_over_ranks(comp * 1e3 / b->steps);
+  b->compute_ms = max_over_ranks(median(tc, b->steps) * 1e3);
+  double comp_mean = max_over_ranks(comp * 1e3 / b->steps);
   /* Like nccl-tests' #wrong: the run fails unless every rank ends with the same parameters. */
   uint64_t h = 1469598103934665603ULL;
   const unsigned char *pb = (const unsigned char *)b->m.param_block;
@@ -235,12 +254,14 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
   int wrong = !(ho[0] == h && ~ho[1] == h);
   for (int k = 0; k < n; k++) {
     const cfg_t *c = &cfgs[k];
-    double ms = max_over_ranks(sum[k] * 1e3 / b->steps);
+    double ms = max_over_ranks(median(td + (size_t)k * b->steps, b->steps) * 1e3);
     ddp_reducer_stats_t st;
     APP_CHECK(ddp_reducer_stats(rs[k], &st));
     res[k].wrong = wrong;
     res[k].compute_ms = b->compute_ms;
     res[k].compute_min_ms = max_over_ranks(comp_min * 1e3);
+    res[k].compute_mean_ms = comp_mean;
+    res[k].step_mean_ms = max_over_ranks(sum[k] * 1e3 / b->steps);
     res[k].step_min_ms = max_over_ranks(mins[k] * 1e3);
     res[k].step_ms = ms;
     res[k].exposed_ms = ms - b->compute_ms;
@@ -262,6 +283,8 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
       name = "?";
     snprintf(res[k].algo_used, sizeof res[k].algo_used, "%s%s%s", c->algo ? "" : "auto(", name, c->algo ? "" : ")");
   }
+  free(tc);
+  free(td);
   for (int k = 0; k < n; k++) APP_CHECK(ddp_reducer_destroy(rs[k]));
   b->r = NULL;
   for (size_t i = 0; i < b->m.nparams; i++) mlp_set_grad(&b->m, i, NULL);
@@ -287,13 +310,15 @@ static void json_row(FILE *fp, const bench_t *b, const result_t *r) {
           "\"exposed_comm_ms\":%.4f,\"comm_ms\":%.4f,\"hidden_fraction\":%.4f,"
           "\"samples_per_s\":%.1f,\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g,\"nbuckets\":%zu,"
           "\"wire_bytes\":%zu,\"algo\":\"%s\",\"overlap\":%s,\"views\":%s,\"hook\":\"%s\",\"device\":\"%s\","
-          "\"predivided\":%s,\"compute_only_min_ms\":%.4f,\"ddp_step_min_ms\":%.4f,\"efficiency_best\":%.4f}",
+          "\"predivided\":%s,\"compute_only_min_ms\":%.4f,\"ddp_step_min_ms\":%.4f,\"efficiency_best\":%.4f,"
+          "\"compute_only_mean_ms\":%.4f,\"ddp_step_mean_ms\":%.4f,\"efficiency_mean\":%.4f}",
           r->cfg.label, b->size, b->m.total, b->batch, b->steps, r->compute_ms, r->step_ms,
           r->efficiency, r->exposed_ms, r->comm_ms, r->hidden, r->samples_per_s, r->cfg.cap_mb,
           r->cfg.first_mb, r->nbuckets, r->wire_bytes, r->algo_used, r->cfg.overlap ? "true" : "false",
           r->cfg.views ? "true" : "false", hook_name(r->cfg.hook), b->device_cuda ? "cuda" : "host",
           r->cfg.predivided ? "true" : "false", r->compute_min_ms, r->step_min_ms,
-          r->compute_min_ms / r->step_min_ms);
+          r->compute_min_ms / r->step_min_ms, r->compute_mean_ms, r->step_mean_ms,
+          r->compute_mean_ms / r->step_mean_ms);
 }
 
 int main(int argc, char **argv) {
@@ -423,7 +448,8 @@ int main(int argc, char **argv) {
       printf("# device buckets on %s: host compute, gradients copied H2D before grad_ready and D2H after finish\n", dev);
     }
     printf("# compute_ms: the same steps without communication; each measured iteration runs one compute-only step and one\n"
-           "# DDP step per configuration, interleaved in a rotating order; efficiency = compute_ms / ddp_ms (means);\n"
+           "# DDP step per configuration, interleaved in a rotating order; efficiency = compute_ms / ddp_ms (medians over\n"
+           "# the steps, slowest rank; means are in the JSON);\n"
            "# eff_best = fastest compute-only step / fastest DDP step (the figure least disturbed by other load)\n");
     printf("# every configuration checks that all ranks end with bitwise identical parameters; predivided: the loss\n"
            "# carries 1/world and the reducer sums (same averaged gradients, no division pass)\n");
