@@ -202,7 +202,10 @@ static int inspect(ddp__comm_t *c, const ddp__wait_desc_t *d, double waited, dou
   }
   double t0 = ddp__now();
   int left = n - 1;
-  while (left > 0 && ddp__now() - t0 < grace) {
+  /* Stay a little after the last reply: peers that expired at the same moment are asking us
+   * too, and leaving at once would make us look silent to them. */
+  double linger = grace < 0.3 ? grace : 0.3;
+  while ((left > 0 || ddp__now() - t0 < linger) && ddp__now() - t0 < grace) {
     for (int r = 0; r < n; r++) {
       if (rq[r] == MPI_REQUEST_NULL) continue;
       int flag = 0;
