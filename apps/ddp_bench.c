@@ -227,7 +227,12 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
       if (k == n) {
         /* Compute only, on configuration 0's gradient buffers. Its SGD runs with lr 0 (same
          * memory traffic) so that the ranks' parameters stay identical. */
-        if (point_grads(b, rs[0], &cfgs[0]) != 0) return 1;
+        /* With one configuration on its buffers (views: the buckets, so the model's own
+         * gradient memory is never touched, see the RSS figures); with several, on the model's
+         * own buffers, so that no configuration shares its buffers with the baseline. */
+        if (n == 1 && point_grads(b, rs[0], &cfgs[0]) != 0) return 1;
+        if (n > 1)
+          for (size_t i = 0; i < b->m.nparams; i++) mlp_set_grad(&b->m, i, NULL);
         b->r = NULL;
         double t0 = MPI_Wtime();
         if (step(b, &cfgs[0], 0.0f) != 0) return 1;
