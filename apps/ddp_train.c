@@ -19,6 +19,9 @@
 #include "ddp.h"
 #include "train_model.h"
 #include "train_util.h"
+#if DDP_TRAIN_GPU
+#include "train_gpu.h"
+#endif
 
 /* SYNC_LANES (--deterministic L): each global batch is cut into L fixed lanes (sample position
  * mod L); every lane's gradient is computed on its own, weighted and summed in f64 and
@@ -75,15 +78,18 @@ static void usage(FILE *f) {
           "  --deterministic L        world-size-independent arithmetic: L fixed lanes per global\n"
           "                           batch, f64 gradient exchange (L a multiple of -np); the\n"
           "                           loss curve is then bitwise the same at every -np dividing L\n"
-          "  --amp none|fp16|bf16     mixed precision emulated on the CPU: GEMM operands rounded\n"
-          "                           to f16/bf16, f32 accumulation and master weights; fp16 with\n"
+          "  --amp none|fp16|bf16     mixed precision: GEMM operands rounded to f16/bf16 (on the\n"
+          "                           CPU; cublasGemmEx with f16/bf16 operands on a GPU), f32\n"
+          "                           accumulation and master weights; fp16 with\n"
           "                           dynamic loss scaling (skip + halve on inf/nan, double after\n"
           "                           2000 clean steps)\n"
           "  --loss-scale X           initial fp16 loss scale (default 65536)\n"
           "  --device host|cuda       cuda: parameters and gradient buckets live in device memory\n"
           "                           and are exchanged by the device transports (CUDA-aware\n"
-          "                           MPI, staged, NCCL: DDP_TRANSPORT); the model's arithmetic\n"
-          "                           stays on the CPU. DDP_DEVICE_EMULATE=1 runs it without a GPU\n"
+          "                           MPI, staged, NCCL: DDP_TRANSPORT). On a CUDA GPU the MLP's\n"
+          "                           forward/backward and SGD run there (cuBLAS, CUDA kernels;\n"
+          "                           the CNN stays on the CPU); DDP_DEVICE_EMULATE=1 runs the\n"
+          "                           device path without a GPU, arithmetic on the CPU\n"
           "  --data DIR               Fashion-MNIST IDX files (default %s)\n"
           "  --metrics FILE.csv       per-epoch metrics (rank 0)\n"
           "  --checkpoint-activations recompute each block's activations during backward\n"
@@ -314,6 +320,62 @@ static void on_grad_ready(size_t i, void *ctx) {
                              c->stream);
   if (c->st == DDP_OK) c->st = ddp_reducer_grad_ready(c->reducer, i);
 }
+
+#if DDP_TRAIN_GPU
+/* One training step with the model's arithmetic on the GPU (--device cuda on a CUDA device,
+ * MLP): forward/backward write the gradients straight into the reducer's device bucket views
+ * on the reducer's stream, grad_ready per parameter as on the host; after the exchange, fp16
+ * unscale + inf/nan check (ddp_device_nonfinite_async) and the SGD step on the device. The
+ * loss, the skip decision and the scaler follow the host run's rules exactly. */
+static int gpu_step(tg_model_t *tg, ddp_comm_t *comm, ddp_reducer_t *reducer, ready_ctx_t *rctx,
+                    const train_model_t *m, const ddp_batch_t *b, const opts_t *o,
+                    train_scaler_t *scaler, int *dev_flag, float lr, double *loss) {
+  char err[512];
+  void *grad[TM_MAX_PARAMS];
+  for (size_t i = 0; i < m->nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, &grad[i]));
+  if (tg_forward_backward(tg, b->x, b->y, (int)b->count, scaler->scale, grad, on_grad_ready, rctx,
+                          err, sizeof err) != 0) {
+    fprintf(stderr, "ddp_train: GPU forward/backward: %s\n", err);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  APP_CHECK(rctx->st);
+  APP_CHECK(ddp_reducer_finish(reducer));
+  /* finish() may rebuild the buckets (first iteration): fetch the views again. */
+  for (size_t i = 0; i < m->nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, &grad[i]));
+  int take_step = 1;
+  if (o->amp == TRAIN_AMP_FP16) {
+    /* Every rank holds the same averaged gradients, so every rank decides the same. */
+    int found = 0;
+    if (tg_unscale(tg, grad, 1.0f / scaler->scale, err, sizeof err) != 0) {
+      fprintf(stderr, "ddp_train: GPU unscale: %s\n", err);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    APP_CHECK(ddp_memset_async(comm, dev_flag, 0, sizeof(int), rctx->stream));
+    for (size_t i = 0; i < m->nparams; i++)
+      APP_CHECK(ddp_device_nonfinite_async(comm, grad[i], m->count[i], DDP_F32, dev_flag,
+                                           rctx->stream));
+    APP_CHECK(ddp_memcpy_async(comm, &found, dev_flag, sizeof(int), rctx->stream));
+    APP_CHECK(ddp_stream_synchronize(comm, rctx->stream));
+    take_step = !found;
+    train_scaler_update(scaler, take_step);
+  }
+  if (tg_finish_step(tg, grad, take_step, lr, (float)o->momentum, (float)o->wd, loss, err,
+                     sizeof err) != 0) {
+    fprintf(stderr, "ddp_train: GPU SGD step: %s\n", err);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return 0;
+}
+
+/* The device's parameters and momentum back into the host model (checkpoints, evaluation). */
+static void gpu_download(tg_model_t *tg, train_model_t *m, float **mom) {
+  char err[512];
+  if (tg && tg_download(tg, m->param, mom, err, sizeof err) != 0) {
+    fprintf(stderr, "ddp_train: GPU download: %s\n", err);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+}
+#endif
 
 /* Test accuracy over the first n_test images, split into contiguous ranges across ranks and
  * summed with one allreduce, so every image is counted exactly once. */
@@ -573,6 +635,40 @@ int main(int argc, char **argv) {
     for (size_t i = 0, off = 0; i < m.nparams; off += m.count[i], i++) m.grad[i] = flat_grad + off;
   }
 
+  /* --device cuda on a real GPU: the MLP's arithmetic moves there (the emulated device keeps
+   * it on the CPU, as does the CNN). Every rank sees the same kind and model, so every rank
+   * takes the same path. */
+  int gpu_math = 0;
+  const char *gpu_note = NULL;
+#if DDP_TRAIN_GPU
+  tg_model_t *tg = NULL;
+  int *dev_flag = NULL;
+  if (o.device && reducer && ddp_device_kind(&comm) == DDP_DEVICE_CUDA) {
+    int sizes[TM_MAX_LAYERS + 1], relu[TM_MAX_LAYERS], dense = m.nlayers <= TG_MAX_LAYERS;
+    for (int l = 0; l < m.nlayers && dense; l++) {
+      dense = m.layer[l].kind == TM_DENSE && m.layer[l].wi == 2 * l;
+      sizes[l] = m.layer[l].c;
+      sizes[l + 1] = m.layer[l].oc;
+      relu[l] = m.layer[l].relu;
+    }
+    if (!dense) {
+      gpu_note = "host (the CNN is not ported to the GPU; buckets and exchange on the device)";
+    } else {
+      if (tg_create(&tg, m.nlayers, sizes, relu, (int)o.batch, (int)o.amp, stream, dev_param,
+                    err, sizeof err) != 0 ||
+          tg_upload(tg, NULL, (const float *const *)mom, err, sizeof err) != 0) {
+        fprintf(stderr, "ddp_train: rank %d: cannot set up the model on the GPU: %s\n", rank, err);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+      APP_CHECK(ddp_device_malloc(&comm, sizeof(int), (void **)&dev_flag));
+      gpu_math = 1;
+      gpu_note = tg_describe(tg);
+    }
+  }
+#endif
+  if (o.device && !gpu_note)
+    gpu_note = "host (cblas; parameters and buckets on the device)";
+
   FILE *metrics = NULL, *steplog = NULL;
   if (rank == 0 && o.metrics) {
     metrics = fopen(o.metrics, o.resume ? "a" : "w");
@@ -607,9 +703,11 @@ int main(int argc, char **argv) {
     else
       printf("# grad sync: one MPI_Allreduce of all %zu gradients after backward; BLAS threads %d\n",
              m.total, o.threads);
+    if (o.device) printf("# model arithmetic: %s%s\n", gpu_math ? "GPU, " : "", gpu_note);
     if (o.amp != TRAIN_AMP_NONE)
-      printf("# mixed precision (CPU emulation): %s operands, f32 accumulation and master weights%s\n",
-             amp_name(o.amp), o.amp == TRAIN_AMP_FP16 ? ", dynamic loss scaling" : "");
+      printf("# mixed precision (%s): %s operands, f32 accumulation and master weights%s\n",
+             gpu_math ? "GPU" : "CPU emulation", amp_name(o.amp),
+             o.amp == TRAIN_AMP_FP16 ? ", dynamic loss scaling" : "");
     printf("# activation memory per rank: %.2f MB %s (%.2f MB %s, %.0f%% saved)\n",
            (double)m.act_bytes / 1048576.0,
            o.checkpoint_activations ? "with checkpointing" : "without checkpointing",
@@ -625,7 +723,7 @@ int main(int argc, char **argv) {
   }
 
   ready_ctx_t rctx = {.reducer = reducer, .st = DDP_OK, .comm = &comm, .stream = stream,
-                      .host_grad = host_grad, .dev_grad = o.device ? dev_grad : NULL,
+                      .host_grad = host_grad, .dev_grad = o.device && !gpu_math ? dev_grad : NULL,
                       .count = m.count};
   double acc = 0.0, run_t0 = train_now();
   int stopped = 0;
@@ -642,74 +740,82 @@ int main(int argc, char **argv) {
     for (uint64_t s = first; s < steps; s++) {
       APP_CHECK(ddp_loader_next(loader, &b));
       if (b.count == 0) break;
-      if (reducer && o.device) {
-        for (size_t i = 0; i < m.nparams; i++) {
-          APP_CHECK(ddp_reducer_grad(reducer, i, &dev_grad[i]));
-          m.grad[i] = host_grad[i];
-        }
-      } else if (reducer) {
-        for (size_t i = 0; i < m.nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, (void **)&m.grad[i]));
-      }
       double loss = 0.0;
-      m.loss_scale = scaler.scale;
-      if (o.sync == SYNC_LANES) {
-        /* Local sample j sits at position rank + j * size of the global batch, so its lane is
-         * (rank + j * size) mod L: the rank owns lanes rank, rank + size, ... (local lane
-         * j mod (L / size)). */
-        size_t per = (size_t)(o.lanes / size), E = m.in_elems;
-        memset(grad64, 0, sizeof(double) * (m.total + 1));
-        for (size_t k = 0; k < per; k++) {
-          size_t n = 0;
-          for (size_t j = k; j < b.count; j += per, n++) {
-            memcpy(lane_x + n * E, b.x + j * E, sizeof(float) * E);
-            lane_y[n] = b.y[j];
-          }
-          if (n == 0) continue;
-          loss += tm_forward(&m, lane_x, lane_y, (int)n) * (double)n;
-          tm_backward(&m, lane_x, lane_y, (int)n, NULL, NULL);
-          for (size_t e = 0; e < m.total; e++) grad64[e] += (double)flat_grad[e] * (double)n;
-        }
-        loss /= (double)b.count;
-        grad64[m.total] = (double)b.count;
-        APP_CHECK(ddp_allreduce(&comm, DDP_IN_PLACE, grad64, m.total + 1, DDP_F64, DDP_SUM, NULL));
-        for (size_t e = 0; e < m.total; e++) flat_grad[e] = (float)(grad64[e] / grad64[m.total]);
-      } else {
-        loss = tm_forward(&m, b.x, b.y, (int)b.count);
-        tm_backward(&m, b.x, b.y, (int)b.count, on_grad_ready, &rctx);
-        APP_CHECK(rctx.st);
-      }
-      if (o.sync == SYNC_LANES) {
-        /* averaged above */
-      } else if (reducer) {
-        APP_CHECK(ddp_reducer_finish(reducer));
-        /* finish() may rebuild the buckets (first iteration): fetch the views again. */
-        if (o.device) {
+      lr = train_lr(o.lr, global_step, warmup, total_steps);
+#if DDP_TRAIN_GPU
+      if (gpu_math) {
+        if (gpu_step(tg, &comm, reducer, &rctx, &m, &b, &o, &scaler, dev_flag, (float)lr, &loss))
+          return 1;
+      } else
+#endif
+      {
+        if (reducer && o.device) {
           for (size_t i = 0; i < m.nparams; i++) {
             APP_CHECK(ddp_reducer_grad(reducer, i, &dev_grad[i]));
-            APP_CHECK(ddp_memcpy_async(&comm, host_grad[i], dev_grad[i], m.count[i] * sizeof(float), stream));
+            m.grad[i] = host_grad[i];
           }
-          APP_CHECK(ddp_stream_synchronize(&comm, stream));
-        } else {
+        } else if (reducer) {
           for (size_t i = 0; i < m.nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, (void **)&m.grad[i]));
         }
-      } else {
-        if (MPI_Allreduce(MPI_IN_PLACE, flat_grad, (int)m.total, MPI_FLOAT, MPI_SUM, world) != MPI_SUCCESS)
-          MPI_Abort(MPI_COMM_WORLD, 1);
-        float inv = 1.0f / (float)size;
-        for (size_t k = 0; k < m.total; k++) flat_grad[k] *= inv;
+        m.loss_scale = scaler.scale;
+        if (o.sync == SYNC_LANES) {
+          /* Local sample j sits at position rank + j * size of the global batch, so its lane is
+           * (rank + j * size) mod L: the rank owns lanes rank, rank + size, ... (local lane
+           * j mod (L / size)). */
+          size_t per = (size_t)(o.lanes / size), E = m.in_elems;
+          memset(grad64, 0, sizeof(double) * (m.total + 1));
+          for (size_t k = 0; k < per; k++) {
+            size_t n = 0;
+            for (size_t j = k; j < b.count; j += per, n++) {
+              memcpy(lane_x + n * E, b.x + j * E, sizeof(float) * E);
+              lane_y[n] = b.y[j];
+            }
+            if (n == 0) continue;
+            loss += tm_forward(&m, lane_x, lane_y, (int)n) * (double)n;
+            tm_backward(&m, lane_x, lane_y, (int)n, NULL, NULL);
+            for (size_t e = 0; e < m.total; e++) grad64[e] += (double)flat_grad[e] * (double)n;
+          }
+          loss /= (double)b.count;
+          grad64[m.total] = (double)b.count;
+          APP_CHECK(ddp_allreduce(&comm, DDP_IN_PLACE, grad64, m.total + 1, DDP_F64, DDP_SUM, NULL));
+          for (size_t e = 0; e < m.total; e++) flat_grad[e] = (float)(grad64[e] / grad64[m.total]);
+        } else {
+          loss = tm_forward(&m, b.x, b.y, (int)b.count);
+          tm_backward(&m, b.x, b.y, (int)b.count, on_grad_ready, &rctx);
+          APP_CHECK(rctx.st);
+        }
+        if (o.sync == SYNC_LANES) {
+          /* averaged above */
+        } else if (reducer) {
+          APP_CHECK(ddp_reducer_finish(reducer));
+          /* finish() may rebuild the buckets (first iteration): fetch the views again. */
+          if (o.device) {
+            for (size_t i = 0; i < m.nparams; i++) {
+              APP_CHECK(ddp_reducer_grad(reducer, i, &dev_grad[i]));
+              APP_CHECK(ddp_memcpy_async(&comm, host_grad[i], dev_grad[i], m.count[i] * sizeof(float), stream));
+            }
+            APP_CHECK(ddp_stream_synchronize(&comm, stream));
+          } else {
+            for (size_t i = 0; i < m.nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, (void **)&m.grad[i]));
+          }
+        } else {
+          if (MPI_Allreduce(MPI_IN_PLACE, flat_grad, (int)m.total, MPI_FLOAT, MPI_SUM, world) != MPI_SUCCESS)
+            MPI_Abort(MPI_COMM_WORLD, 1);
+          float inv = 1.0f / (float)size;
+          for (size_t k = 0; k < m.total; k++) flat_grad[k] *= inv;
+        }
+        int take_step = 1;
+        if (o.amp == TRAIN_AMP_FP16) {
+          /* Every rank holds the same averaged gradients, so every rank decides the same. */
+          for (size_t i = 0; i < m.nparams; i++)
+            take_step &= train_unscale_check(m.grad[i], m.count[i], scaler.scale);
+          train_scaler_update(&scaler, take_step);
+        }
+        if (take_step)
+          for (size_t i = 0; i < m.nparams; i++)
+            train_sgd_step(m.param[i], m.grad[i], mom[i], m.count[i], (float)lr, (float)o.momentum,
+                           (float)o.wd);
       }
-      lr = train_lr(o.lr, global_step, warmup, total_steps);
-      int take_step = 1;
-      if (o.amp == TRAIN_AMP_FP16) {
-        /* Every rank holds the same averaged gradients, so every rank decides the same. */
-        for (size_t i = 0; i < m.nparams; i++)
-          take_step &= train_unscale_check(m.grad[i], m.count[i], scaler.scale);
-        train_scaler_update(&scaler, take_step);
-      }
-      if (take_step)
-        for (size_t i = 0; i < m.nparams; i++)
-          train_sgd_step(m.param[i], m.grad[i], mom[i], m.count[i], (float)lr, (float)o.momentum,
-                         (float)o.wd);
       global_step++;
       loss_sum += loss;
       loss_steps++;
@@ -727,6 +833,9 @@ int main(int argc, char **argv) {
       if (do_ckpt && !last_step) {
         /* Mid-epoch position: this epoch, s + 1 batches done; the loss sum is the mean over
          * ranks so that every rank resumes with the same running value. */
+#if DDP_TRAIN_GPU
+        if (rank == 0) gpu_download(tg, &m, mom);
+#endif
         double g = 0.0;
         MPI_Allreduce(&loss_sum, &g, 1, MPI_DOUBLE, MPI_SUM, world);
         if (rank == 0) {
@@ -744,6 +853,9 @@ int main(int argc, char **argv) {
       }
     }
     double t_train = train_now() - t0;
+#if DDP_TRAIN_GPU
+    gpu_download(tg, &m, mom); /* evaluation, checkpoint and the final CRC read the host copy */
+#endif
     if (progress) printf("\r\033[K");
     if (stopped) {
       if (rank == 0) printf("# stopped after global step %llu (--stop-after)\n", (unsigned long long)global_step);
@@ -800,6 +912,10 @@ int main(int argc, char **argv) {
   }
   if (metrics) fclose(metrics);
   if (steplog) fclose(steplog);
+#if DDP_TRAIN_GPU
+  tg_destroy(tg);
+  if (dev_flag) APP_CHECK(ddp_device_free(&comm, dev_flag));
+#endif
   if (reducer) APP_CHECK(ddp_reducer_destroy(reducer));
   for (size_t i = 0; i < m.nparams; i++)
     if (dev_param[i]) APP_CHECK(ddp_device_free(&comm, dev_param[i]));

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# ddp_train --device cuda with the MLP's arithmetic on a real GPU (cuBLAS + CUDA kernels),
+# compared with the host run (tests/train_gpu.cmake, label gpu):
+#   train_gpu.sh MPIEXEC DDP_TRAIN SCRATCH
+# - f32, np=2, two buckets: every step's loss within 1e-3 relative of the host run's, the test
+#   accuracy within 1 point;
+# - --amp bf16 and --amp fp16 (dynamic loss scaling) against the host's CPU emulation of the
+#   same precision: per-step loss within 2e-2 relative;
+# - interrupted at step 10 with a checkpoint and resumed: the remaining steps' losses within
+#   1e-5 of the uninterrupted GPU run (parameters and momentum go device -> file -> device).
+# Exits 77 with the reason where no CUDA device is present (or the build has no CUDA).
+set -uo pipefail
+mpiexec=$1 train=$2 scratch=$3
+mkdir -p "$scratch"
+cd "$scratch" || exit 1
+unset DDP_DEVICE_EMULATE
+mpirun=("$mpiexec" --oversubscribe --bind-to none)
+fail=0
+say() { echo "train_gpu: $*"; }
+bad() { echo "train_gpu: FAIL: $*" >&2; fail=1; }
+steps=30
+common=(--epochs 1 --batch 64 --limit-steps $steps --limit-test 1000 --bucket-cap-mb 0.5 --no-progress)
+
+# ---- probe: is there a real CUDA device, and does ddp_train use it for the arithmetic? ----
+"${mpirun[@]}" -np 1 "$train" --device cuda --epochs 1 --limit-steps 1 --limit-test 64 \
+  --no-progress >probe.out 2>&1
+rc=$?
+if [ $rc -ne 0 ]; then
+  if grep -q "no device" probe.out; then
+    say "SKIP: no CUDA device: $(grep -m1 'no device' probe.out)"
+    exit 77
+  fi
+  cat probe.out
+  bad "probe run exited with $rc"
+  exit 1
+fi
+if ! grep -q "buckets on cuda" probe.out; then
+  say "SKIP: the device is not a real CUDA device: $(grep -m1 'grad sync' probe.out)"
+  exit 77
+fi
+grep -q "model arithmetic: GPU" probe.out ||
+  { bad "a CUDA device but the arithmetic stayed on the host: $(grep -m1 'model arithmetic' probe.out)"; exit 1; }
+say "$(grep -m1 'buckets on' probe.out | sed 's/.*buckets on/buckets on/')"
+
+# compare A B TOL: per-step losses (column 2 of --log-steps) within TOL relative.
+compare() {
+  local a=$1 b=$2 tol=$3
+  [ "$(wc -l <"$a")" -eq "$(wc -l <"$b")" ] && [ "$(wc -l <"$a")" -gt 0 ] ||
+    { bad "$a has $(wc -l <"$a") steps, $b $(wc -l <"$b")"; return; }
+  awk -v tol="$tol" 'NR == FNR { ref[$1] = $2; next }
+    { d = $2 - ref[$1]; if (d < 0) d = -d; r = d / (ref[$1] < 0 ? -ref[$1] : ref[$1]);
+      if (!(r <= tol)) { bad++; if (bad <= 3) printf "  step %d: %.9g vs %.9g (rel %.2e)\n", $1, ref[$1], $2, r }
+      if (r > m) m = r }
+    END { printf "  max relative difference %.2e (tolerance %g)\n", m, tol; exit bad > 0 }' "$a" "$b" ||
+    bad "$b differs from $a by more than $tol relative"
+}
+acc() { awk '/^final: test accuracy/ { sub("%", "", $4); print $4 }' "$1"; }
+
+for amp in none bf16 fp16; do
+  tol=1e-3
+  [ $amp = none ] || tol=2e-2
+  rm -f host_$amp.log gpu_$amp.log
+  "${mpirun[@]}" -np 2 "$train" "${common[@]}" --amp $amp --log-steps host_$amp.log \
+    >host_$amp.out 2>&1 || bad "host run (amp $amp): $? $(tail -3 host_$amp.out)"
+  "${mpirun[@]}" -np 2 "$train" "${common[@]}" --amp $amp --device cuda --log-steps gpu_$amp.log \
+    >gpu_$amp.out 2>&1 || bad "GPU run (amp $amp): $? $(tail -3 gpu_$amp.out)"
+  grep -q "model arithmetic: GPU" gpu_$amp.out || bad "amp $amp: arithmetic not on the GPU"
+  say "amp $amp: host $(acc host_$amp.out)% vs GPU $(acc gpu_$amp.out)% test accuracy; $(grep -m1 'model arithmetic' gpu_$amp.out)"
+  grep "amp fp16:" gpu_$amp.out host_$amp.out
+  compare host_$amp.log gpu_$amp.log $tol
+  if [ $amp = none ]; then
+    awk -v a="$(acc host_$amp.out)" -v b="$(acc gpu_$amp.out)" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1.0) }' ||
+      bad "test accuracy host $(acc host_$amp.out)% vs GPU $(acc gpu_$amp.out)% differ by more than 1 point"
+  fi
+done
+
+# ---- checkpoint and resume on the GPU ----
+rm -f part.log resumed.log ck.bin
+"${mpirun[@]}" -np 2 "$train" "${common[@]}" --device cuda --checkpoint ck.bin --checkpoint-every 10 \
+  --stop-after 12 --log-steps part.log >part.out 2>&1 || bad "interrupted GPU run: $?"
+"${mpirun[@]}" -np 2 "$train" "${common[@]}" --device cuda --resume ck.bin --log-steps resumed.log \
+  >resumed.out 2>&1 || bad "resumed GPU run: $? $(tail -3 resumed.out)"
+awk '$1 > 10' gpu_none.log >gpu_after10.log
+say "resume from step 10:"
+compare gpu_after10.log resumed.log 1e-5
+
+[ $fail -eq 0 ] && say "PASS"
+exit $fail
