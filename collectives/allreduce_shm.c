@@ -15,7 +15,9 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "coll_internal.h"
@@ -42,6 +44,8 @@ typedef struct {
   char pad[56];
   tiny_t tiny[2] __attribute__((aligned(64))); /* alternating calls */
   loc_t desc[2][2]; /* [slot][0 = input, 1 = result] */
+  int64_t pid;      /* for cross-memory attach (process_vm_readv) */
+  uint64_t va_send, va_recv; /* this rank's buffers in its own address space */
 } ctrl_t;
 
 struct ddp__shm {
@@ -52,7 +56,8 @@ struct ddp__shm {
   uint64_t epoch;
   uint64_t tiny_seq;
   unsigned flip;
-  double spin_s;    /* busy-wait this long before yielding the core */    /* which half the next staged use takes */
+  double spin_s;    /* busy-wait this long before yielding the core */
+  int cma_ok;       /* every rank may process_vm_readv every other (same answer everywhere) */    /* which half the next staged use takes */
   const char **src; /* n entries, per-call scratch */
   char **res;
   const char **in;  /* reduce inputs in rank order */
@@ -130,7 +135,46 @@ static ddp_status_t shm_get(ddp__ctx_t *x, ddp__shm_t **out) {
     ddp__shm_free(cs);
     return ddp__mpi_error(rc, "MPI_Barrier (shm set-up)");
   }
+  /* Cross-memory attach: can each rank read its peers' private memory (ptrace policy)?
+   * Every rank tries every peer, and the node agrees on the answer. */
+  s->ctrl[s->me]->pid = (int64_t)getpid();
+  s->ctrl[s->me]->va_send = (uint64_t)(uintptr_t)&s->ctrl[s->me]->pid;
+  rc = MPI_Barrier(cs->node);
+  int ok = rc == MPI_SUCCESS;
+  for (int q = 0; q < s->n && ok; q++) {
+    if (q == s->me) continue;
+    int64_t v = 0;
+    struct iovec l = {&v, sizeof v}, r = {(void *)(uintptr_t)s->ctrl[q]->va_send, sizeof v};
+    ok = process_vm_readv((pid_t)s->ctrl[q]->pid, &l, 1, &r, 1, 0) == (ssize_t)sizeof v &&
+         v == s->ctrl[q]->pid;
+  }
+  int all = 0;
+  rc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, cs->node);
+  if (rc != MPI_SUCCESS) {
+    ddp__shm_free(cs);
+    return ddp__mpi_error(rc, "MPI_Allreduce (shm set-up)");
+  }
+  s->cma_ok = all;
+  DDP_LOG(c, DDP_LOG_INFO, "shm allreduce: %d local ranks, cross-memory attach %s", s->n,
+          all ? "usable" : "not permitted (staging copies instead)");
   *out = s;
+  return DDP_OK;
+}
+
+/* Reads `bytes` of local rank q's memory at its address `remote` into `local`. */
+static ddp_status_t cma_read(ddp__shm_t *s, int q, uint64_t remote, void *local, size_t bytes) {
+  char *dst = local;
+  while (bytes > 0) {
+    size_t n = bytes < ((size_t)1 << 30) ? bytes : ((size_t)1 << 30);
+    struct iovec l = {dst, n}, r = {(void *)(uintptr_t)remote, n};
+    ssize_t got = process_vm_readv((pid_t)s->ctrl[q]->pid, &l, 1, &r, 1, 0);
+    if (got <= 0)
+      return ddp__error(DDP_EIO, "shm: process_vm_readv of %zu bytes from local rank %d failed: %s",
+                        n, q, strerror(errno));
+    dst += got;
+    remote += (uint64_t)got;
+    bytes -= (size_t)got;
+  }
   return DDP_OK;
 }
 
@@ -236,6 +280,52 @@ static ddp_status_t shm_small(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
   return DDP_OK;
 }
 
+/* Private buffers everywhere, cross-memory attach allowed: rank r pulls slice r of every
+ * peer's input with process_vm_readv, piece by piece into a cache-sized scratch, and reduces
+ * it straight into its recv; after a barrier it pulls the other reduced slices from the
+ * owners' recv. One copy per byte moved, as with buffers in the pool. The descriptors
+ * (pid, addresses) were published by the caller's barrier. */
+#define CMA_PIECE_BYTES ((size_t)256 << 10)
+static ddp_status_t shm_cma(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) {
+  int me = s->me, n = s->n;
+  size_t es = ddp_dtype_size(a->dtype);
+  size_t offs[64], lens[64];
+  size_t *o = offs, *l = lens;
+  if (n > 64) {
+    o = malloc(2 * (size_t)n * sizeof *o);
+    if (!o) return ddp__error(DDP_ENOMEM, "shm: out of memory");
+    l = o + n;
+  }
+  ddp__split(a->count, n, o, l);
+  size_t piece = CMA_PIECE_BYTES / es;
+  void *tmp = NULL;
+  ddp_status_t st = x->xp->scratch(x, 0, piece * es, &tmp);
+  char *mine = (char *)a->recv + o[me] * es;
+  const char *myin = (const char *)a->send + o[me] * es;
+  for (size_t off = 0; off < l[me] && st == DDP_OK; off += piece) {
+    size_t m = l[me] - off < piece ? l[me] - off : piece;
+    int first = a->send != a->recv; /* out of place: the first peer combines with send */
+    for (int q = 0; q < n && st == DDP_OK; q++) {
+      if (q == me) continue;
+      st = cma_read(s, q, s->ctrl[q]->va_send + (o[me] + off) * es, tmp, m * es);
+      if (st != DDP_OK) break;
+      if (first) ddp__reduce3_host(mine + off * es, myin + off * es, tmp, m, a->dtype, a->op);
+      else ddp__reduce_host(mine + off * es, tmp, m, a->dtype, a->op);
+      first = 0;
+    }
+  }
+  /* A rank whose transfer failed still joins the barriers, so no peer waits for it. */
+  ddp_status_t bst = barrier(x, s);
+  if (st == DDP_OK) st = bst;
+  for (int q = 0; q < n && st == DDP_OK; q++)
+    if (q != me)
+      st = cma_read(s, q, s->ctrl[q]->va_recv + o[q] * es, (char *)a->recv + o[q] * es, l[q] * es);
+  bst = barrier(x, s); /* nobody leaves while a peer still reads its memory */
+  if (st == DDP_OK) st = bst;
+  if (o != offs) free(o);
+  return st;
+}
+
 /* Copies the slices other ranks will read (all but `me`) of a staged chunk. */
 static void copy_in_others(char *stage, const char *src, const size_t *o, const size_t *l, int me,
                            int n, size_t es) {
@@ -263,18 +353,37 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
     if (!o) return ddp__error(DDP_ENOMEM, "shm: out of memory");
     l = o + n;
   }
-  /* Chunk 0's copy-in goes before the barrier that publishes the descriptors. */
+  my->va_send = (uint64_t)(uintptr_t)a->send;
+  my->va_recv = (uint64_t)(uintptr_t)a->recv;
+  /* Chunk 0's copy-in goes before the barrier that publishes the descriptors (unless cross-
+   * memory attach may make it unnecessary: that is only known once all are published). */
   size_t m0 = a->count < chunk ? a->count : chunk;
   ddp__split(m0, n, o, l);
-  if (lin.id == LOC_STAGE)
+  if (lin.id == LOC_STAGE && !s->cma_ok)
     copy_in_others(s->stage[me] + (s->flip & 1) * HALF_BYTES, a->send, o, l, me, n, es);
   ddp_status_t st = barrier(x, s);
   /* Peers' bases (NULL = their staging half). */
+  int any_pool = 0, any_staged = 0;
   for (int q = 0; q < n && st == DDP_OK; q++) {
     char *p = NULL;
     st = resolve(cs, q, s->ctrl[q]->desc[0][0], &p);
     s->src[q] = p;
     if (st == DDP_OK) st = resolve(cs, q, s->ctrl[q]->desc[0][1], &s->res[q]);
+    any_pool |= s->src[q] != NULL || s->res[q] != NULL;
+    any_staged |= s->src[q] == NULL;
+  }
+  /* Every rank sees the same descriptors, so every rank takes the same branch (and the same
+   * number of barriers). */
+  if (st == DDP_OK && s->cma_ok) {
+    if (!any_pool) {
+      if (o != offs) free(o);
+      return shm_cma(x, s, a);
+    }
+    if (any_staged) { /* the copy-in skipped above, and a barrier after it */
+      if (lin.id == LOC_STAGE)
+        copy_in_others(s->stage[me] + (s->flip & 1) * HALF_BYTES, a->send, o, l, me, n, es);
+      st = barrier(x, s);
+    }
   }
   /* Everything in the pool: no staging limit, one pass (fewer barriers: each one waits for
    * the slowest rank, which on a shared machine may just have been preempted). Every rank
