@@ -154,7 +154,8 @@ typedef struct ddp__coll {
   int pending;             /* queued + executing non-blocking requests */
   int thread_started, stop;
   pthread_t thread;
-  uint64_t seq;            /* collective sequence number (fingerprints, diagnostics) */
+  _Atomic uint64_t seq;    /* collective sequence number (fingerprints, diagnostics); atomic:
+                            * read on callers' threads while the engine increments it */
   /* host transport scratch */
   void *scratch[DDP__SCRATCH_SLOTS];
   size_t scratch_bytes[DDP__SCRATCH_SLOTS];
