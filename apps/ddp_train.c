@@ -21,6 +21,12 @@
 #include "train_util.h"
 #if DDP_TRAIN_GPU
 #include "train_gpu.h"
+/* The device kind that runs the model's arithmetic through train_gpu.h: a real CUDA device;
+ * tests/train_gpu.cmake builds a variant with a host stand-in of train_gpu.cu for the
+ * emulated device (DDP_DEVICE_EMULATED) to test this file's GPU wiring without a GPU. */
+#ifndef DDP_TRAIN_GPU_KIND
+#define DDP_TRAIN_GPU_KIND DDP_DEVICE_CUDA
+#endif
 #endif
 
 /* SYNC_LANES (--deterministic L): each global batch is cut into L fixed lanes (sample position
@@ -643,7 +649,7 @@ int main(int argc, char **argv) {
 #if DDP_TRAIN_GPU
   tg_model_t *tg = NULL;
   int *dev_flag = NULL;
-  if (o.device && reducer && ddp_device_kind(&comm) == DDP_DEVICE_CUDA) {
+  if (o.device && reducer && ddp_device_kind(&comm) == DDP_TRAIN_GPU_KIND) {
     int sizes[TM_MAX_LAYERS + 1], relu[TM_MAX_LAYERS], dense = m.nlayers <= TG_MAX_LAYERS;
     for (int l = 0; l < m.nlayers && dense; l++) {
       dense = m.layer[l].kind == TM_DENSE && m.layer[l].wi == 2 * l;
@@ -703,7 +709,10 @@ int main(int argc, char **argv) {
     else
       printf("# grad sync: one MPI_Allreduce of all %zu gradients after backward; BLAS threads %d\n",
              m.total, o.threads);
-    if (o.device) printf("# model arithmetic: %s%s\n", gpu_math ? "GPU, " : "", gpu_note);
+    if (o.device)
+      printf("# model arithmetic: %s%s%s\n", gpu_math ? "GPU, " : "", gpu_note,
+             gpu_math && o.checkpoint_activations ? " (--checkpoint-activations: host model only)"
+                                                  : "");
     if (o.amp != TRAIN_AMP_NONE)
       printf("# mixed precision (%s): %s operands, f32 accumulation and master weights%s\n",
              gpu_math ? "GPU" : "CPU emulation", amp_name(o.amp),

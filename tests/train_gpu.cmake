@@ -3,7 +3,23 @@
 # exits 77 (skipped) where no CUDA device is present, as in CI.
 if(TARGET ddp_train)
   add_test(NAME train_gpu_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_gpu.sh
-           ${DDP_MPIEXEC} $<TARGET_FILE:ddp_train> ${CMAKE_CURRENT_BINARY_DIR}/train_gpu_tmp)
+           ${DDP_MPIEXEC} $<TARGET_FILE:ddp_train> ${CMAKE_CURRENT_BINARY_DIR}/train_gpu_tmp gpu)
   set_tests_properties(train_gpu_np2 PROPERTIES TIMEOUT 240 LABELS "gpu;train;mpi"
+    ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
+
+  # The same checks without a GPU: ddp_train built with a host stand-in of train_gpu.cu
+  # (tests/train_gpu_emu.c) that takes the GPU path on the emulated device, so the wiring
+  # (bucket views, grad_ready order, fp16 nonfinite check, downloads, resume) runs in CI.
+  add_executable(ddp_train_gpuemu ${PROJECT_SOURCE_DIR}/apps/ddp_train.c
+                 ${CMAKE_CURRENT_SOURCE_DIR}/train_gpu_emu.c)
+  target_compile_definitions(ddp_train_gpuemu PRIVATE DDP_TRAIN_GPU=1
+                             DDP_TRAIN_GPU_KIND=DDP_DEVICE_EMULATED)
+  target_include_directories(ddp_train_gpuemu PRIVATE ${PROJECT_SOURCE_DIR}/apps/common
+                             ${DDP_CBLAS_INCLUDE})
+  target_link_libraries(ddp_train_gpuemu PRIVATE mpiddp m ${DDP_OPENBLAS_LIB} ZLIB::ZLIB)
+  add_test(NAME train_gpu_emu_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_gpu.sh
+           ${DDP_MPIEXEC} $<TARGET_FILE:ddp_train_gpuemu> ${CMAKE_CURRENT_BINARY_DIR}/train_gpu_emu_tmp
+           emulate)
+  set_tests_properties(train_gpu_emu_np2 PROPERTIES TIMEOUT 240 LABELS "emulate;train;mpi"
     ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
 endif()

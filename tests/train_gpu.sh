@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
 # ddp_train --device cuda with the MLP's arithmetic on a real GPU (cuBLAS + CUDA kernels),
 # compared with the host run (tests/train_gpu.cmake, label gpu):
-#   train_gpu.sh MPIEXEC DDP_TRAIN SCRATCH
+#   train_gpu.sh MPIEXEC DDP_TRAIN SCRATCH [gpu|emulate]
 # - f32, np=2, two buckets: every step's loss within 1e-3 relative of the host run's, the test
 #   accuracy within 1 point;
 # - --amp bf16 and --amp fp16 (dynamic loss scaling) against the host's CPU emulation of the
-#   same precision: per-step loss within 2e-2 relative;
+#   same precision: per-step loss within 2e-2 relative; fp16 from a loss scale of 1e12 (inf
+#   gradients, skipped steps, backoff): the same number of skipped steps and final scale;
 # - interrupted at step 10 with a checkpoint and resumed: the remaining steps' losses within
 #   1e-5 of the uninterrupted GPU run (parameters and momentum go device -> file -> device).
-# Exits 77 with the reason where no CUDA device is present (or the build has no CUDA).
+# In emulate mode every comparison must be exact (the stand-in does the host's arithmetic).
+# gpu (default): a real CUDA device; exits 77 with the reason where none is present (or the
+# build has no CUDA). emulate: DDP_TRAIN is ddp_train_gpuemu (the GPU path with a host
+# stand-in of train_gpu.cu) on the emulated device: the same checks, for the wiring.
 set -uo pipefail
-mpiexec=$1 train=$2 scratch=$3
+mpiexec=$1 train=$2 scratch=$3 mode=${4:-gpu}
 mkdir -p "$scratch"
 cd "$scratch" || exit 1
-unset DDP_DEVICE_EMULATE
 mpirun=("$mpiexec" --oversubscribe --bind-to none)
+if [ "$mode" = emulate ]; then
+  export DDP_DEVICE_EMULATE=1
+  devpat="buckets on emulated"
+  mpirun+=(-x DDP_DEVICE_EMULATE)
+else
+  unset DDP_DEVICE_EMULATE
+  devpat="buckets on cuda"
+fi
 fail=0
 say() { echo "train_gpu: $*"; }
 bad() { echo "train_gpu: FAIL: $*" >&2; fail=1; }
@@ -26,7 +37,7 @@ common=(--epochs 1 --batch 64 --limit-steps $steps --limit-test 1000 --bucket-ca
   --no-progress >probe.out 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then
-  if grep -q "no device" probe.out; then
+  if [ "$mode" = gpu ] && grep -q "no device" probe.out; then
     say "SKIP: no CUDA device: $(grep -m1 'no device' probe.out)"
     exit 77
   fi
@@ -34,7 +45,8 @@ if [ $rc -ne 0 ]; then
   bad "probe run exited with $rc"
   exit 1
 fi
-if ! grep -q "buckets on cuda" probe.out; then
+if ! grep -q "$devpat" probe.out; then
+  [ "$mode" = gpu ] || { bad "expected '$devpat': $(grep -m1 'grad sync' probe.out)"; exit 1; }
   say "SKIP: the device is not a real CUDA device: $(grep -m1 'grad sync' probe.out)"
   exit 77
 fi
@@ -56,17 +68,25 @@ compare() {
 }
 acc() { awk '/^final: test accuracy/ { sub("%", "", $4); print $4 }' "$1"; }
 
-for amp in none bf16 fp16; do
+for amp in none bf16 fp16 fp16big; do
   tol=1e-3
   [ $amp = none ] || tol=2e-2
+  [ "$mode" = emulate ] && tol=0
+  flags=(--amp $amp)
+  [ $amp = fp16big ] && flags=(--amp fp16 --loss-scale 1e12)
   rm -f host_$amp.log gpu_$amp.log
-  "${mpirun[@]}" -np 2 "$train" "${common[@]}" --amp $amp --log-steps host_$amp.log \
+  "${mpirun[@]}" -np 2 "$train" "${common[@]}" "${flags[@]}" --log-steps host_$amp.log \
     >host_$amp.out 2>&1 || bad "host run (amp $amp): $? $(tail -3 host_$amp.out)"
-  "${mpirun[@]}" -np 2 "$train" "${common[@]}" --amp $amp --device cuda --log-steps gpu_$amp.log \
+  "${mpirun[@]}" -np 2 "$train" "${common[@]}" "${flags[@]}" --device cuda --log-steps gpu_$amp.log \
     >gpu_$amp.out 2>&1 || bad "GPU run (amp $amp): $? $(tail -3 gpu_$amp.out)"
   grep -q "model arithmetic: GPU" gpu_$amp.out || bad "amp $amp: arithmetic not on the GPU"
   say "amp $amp: host $(acc host_$amp.out)% vs GPU $(acc gpu_$amp.out)% test accuracy; $(grep -m1 'model arithmetic' gpu_$amp.out)"
-  grep "amp fp16:" gpu_$amp.out host_$amp.out
+  if [ $amp = fp16big ]; then
+    hs=$(grep "^# amp fp16:" host_$amp.out) gs=$(grep "^# amp fp16:" gpu_$amp.out)
+    say "  host: ${hs#\# }; GPU: ${gs#\# }"
+    [ -n "$hs" ] && [ "$hs" = "$gs" ] || bad "fp16 from scale 1e12: host '$hs' vs GPU '$gs'"
+    case "$hs" in "# amp fp16: 0 step"*) bad "fp16 from scale 1e12 skipped no step";; esac
+  fi
   compare host_$amp.log gpu_$amp.log $tol
   if [ $amp = none ]; then
     awk -v a="$(acc host_$amp.out)" -v b="$(acc gpu_$amp.out)" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1.0) }' ||
@@ -82,7 +102,7 @@ rm -f part.log resumed.log ck.bin
   >resumed.out 2>&1 || bad "resumed GPU run: $? $(tail -3 resumed.out)"
 awk '$1 > 10' gpu_none.log >gpu_after10.log
 say "resume from step 10:"
-compare gpu_after10.log resumed.log 1e-5
+compare gpu_after10.log resumed.log "$([ "$mode" = emulate ] && echo 0 || echo 1e-5)"
 
 [ $fail -eq 0 ] && say "PASS"
 exit $fail

@@ -15,6 +15,7 @@
 #include <string.h>
 
 struct tg_model {
+  int device;                      /* the CUDA device current at creation (the communicator's) */
   int nlayers, max_batch, amp, maxw;
   int sizes[TG_MAX_LAYERS + 1];
   int relu[TG_MAX_LAYERS];
@@ -198,6 +199,7 @@ static int tg__gemm(tg_model_t *g, bool ta, bool tb, int M, int N, int K, const 
 
 extern "C" void tg_destroy(tg_model_t *g) {
   if (!g) return;
+  cudaSetDevice(g->device);
   for (size_t i = 0; i < g->nparams; i++) cudaFree(g->mom[i]);
   for (int l = 0; l < g->nlayers; l++) {
     cudaFree(g->act[l]);
@@ -231,6 +233,9 @@ static int tg__create(tg_model_t *g, int nlayers, const int *sizes, const int *r
     return tg__fail(err, errlen, "tg_create: bad model (nlayers %d)", nlayers);
   if (max_batch < 1) return tg__fail(err, errlen, "tg_create: max_batch %d < 1", max_batch);
   if (amp < 0 || amp > 2) return tg__fail(err, errlen, "tg_create: amp %d not 0, 1 or 2", amp);
+  /* The device layer binds the communicator's device on the calling thread (it just allocated
+   * dev_param here); every entry below re-binds it, as the device layer does. */
+  TG_CUDA(cudaGetDevice(&g->device));
   g->nlayers = nlayers;
   g->max_batch = max_batch;
   g->amp = amp;
@@ -294,6 +299,7 @@ extern "C" int tg_create(tg_model_t **out, int nlayers, const int *sizes, const 
 extern "C" int tg_upload(tg_model_t *g, const float *const *param, const float *const *mom,
                          char *err, size_t errlen) {
   if (!g) return tg__fail(err, errlen, "tg_upload: model is NULL");
+  TG_CUDA(cudaSetDevice(g->device));
   for (size_t i = 0; i < g->nparams; i++) {
     if (param)
       TG_CUDA(cudaMemcpyAsync(g->param[i], param[i], sizeof(float) * g->count[i],
@@ -309,6 +315,7 @@ extern "C" int tg_upload(tg_model_t *g, const float *const *param, const float *
 extern "C" int tg_download(tg_model_t *g, float *const *param, float *const *mom, char *err,
                            size_t errlen) {
   if (!g) return tg__fail(err, errlen, "tg_download: model is NULL");
+  TG_CUDA(cudaSetDevice(g->device));
   for (size_t i = 0; i < g->nparams; i++) {
     if (param)
       TG_CUDA(cudaMemcpyAsync(param[i], g->param[i], sizeof(float) * g->count[i],
@@ -331,6 +338,7 @@ extern "C" int tg_forward_backward(tg_model_t *g, const float *x, const int32_t 
                     g->max_batch);
   for (size_t i = 0; i < g->nparams; i++)
     if (!grad[i]) return tg__fail(err, errlen, "tg_forward_backward: grad[%zu] is NULL", i);
+  TG_CUDA(cudaSetDevice(g->device));
   cudaStream_t s = g->stream;
   const int L = g->nlayers, amp = g->amp, T = TG_THREADS;
   const size_t B = (size_t)batch;
@@ -404,6 +412,7 @@ extern "C" int tg_forward_backward(tg_model_t *g, const float *x, const int32_t 
 
 extern "C" int tg_unscale(tg_model_t *g, void *const *grad, float inv, char *err, size_t errlen) {
   if (!g || !grad) return tg__fail(err, errlen, "tg_unscale: NULL argument");
+  TG_CUDA(cudaSetDevice(g->device));
   for (size_t i = 0; i < g->nparams; i++) {
     tg_k_scale<<<tg__blocks(g->count[i]), TG_THREADS, 0, g->stream>>>((float *)grad[i],
                                                                       g->count[i], inv);
@@ -415,6 +424,7 @@ extern "C" int tg_unscale(tg_model_t *g, void *const *grad, float inv, char *err
 extern "C" int tg_finish_step(tg_model_t *g, void *const *grad, int take_step, float lr,
                               float momentum, float wd, double *loss, char *err, size_t errlen) {
   if (!g || !grad || !loss) return tg__fail(err, errlen, "tg_finish_step: NULL argument");
+  TG_CUDA(cudaSetDevice(g->device));
   if (take_step)
     for (size_t i = 0; i < g->nparams; i++) {
       tg_k_sgd<<<tg__blocks(g->count[i]), TG_THREADS, 0, g->stream>>>(
