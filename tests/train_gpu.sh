@@ -9,6 +9,8 @@
 #   gradients, skipped steps, backoff): the same number of skipped steps and final scale;
 # - interrupted at step 10 with a checkpoint and resumed: the remaining steps' losses within
 #   1e-5 of the uninterrupted GPU run (parameters and momentum go device -> file -> device).
+# Fashion-MNIST from $TRAIN_GPU_DATA (default Debian's /usr/share/datasets/fashion-mnist; a GPU
+# machine without the package needs the four .gz files copied there); none: exit 77.
 # In emulate mode every comparison must be exact (the stand-in does the host's arithmetic).
 # gpu (default): a real CUDA device; exits 77 with the reason where none is present (or the
 # build has no CUDA). emulate: DDP_TRAIN is ddp_train_gpuemu (the GPU path with a host
@@ -26,14 +28,19 @@ else
   unset DDP_DEVICE_EMULATE
   devpat="buckets on cuda"
 fi
+data=${TRAIN_GPU_DATA:-/usr/share/datasets/fashion-mnist}
+if ! ls "$data"/train-images-idx3-ubyte* >/dev/null 2>&1; then
+  echo "train_gpu: SKIP: no Fashion-MNIST in $data (set TRAIN_GPU_DATA to a folder with the IDX files)"
+  exit 77
+fi
 fail=0
 say() { echo "train_gpu: $*"; }
 bad() { echo "train_gpu: FAIL: $*" >&2; fail=1; }
 steps=30
-common=(--epochs 1 --batch 64 --limit-steps $steps --limit-test 1000 --bucket-cap-mb 0.5 --no-progress)
+common=(--data "$data" --epochs 1 --batch 64 --limit-steps $steps --limit-test 1000 --bucket-cap-mb 0.5 --no-progress)
 
 # ---- probe: is there a real CUDA device, and does ddp_train use it for the arithmetic? ----
-"${mpirun[@]}" -np 1 "$train" --device cuda --epochs 1 --limit-steps 1 --limit-test 64 \
+"${mpirun[@]}" -np 1 "$train" --data "$data" --device cuda --epochs 1 --limit-steps 1 --limit-test 64 \
   --no-progress >probe.out 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then
