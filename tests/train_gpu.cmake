@@ -23,3 +23,18 @@ if(TARGET ddp_train)
   set_tests_properties(train_gpu_emu_np2 PROPERTIES TIMEOUT 240 LABELS "emulate;train;mpi"
     ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
 endif()
+
+# The kernels' f16/bf16 rounding (cuda_fp16.h / cuda_bf16.h, host implementations) equals the
+# CPU emulation the host run's --amp uses. Needs the CUDA toolkit, not a GPU.
+if(DDP_HAVE_CUDA)
+  add_executable(train_gpu_round ${CMAKE_CURRENT_SOURCE_DIR}/train_gpu_round.cu)
+  target_include_directories(train_gpu_round PRIVATE ${PROJECT_SOURCE_DIR}/apps/common)
+  target_link_libraries(train_gpu_round PRIVATE m)
+  set(DDP_TRAIN_GPU_ROUND_FLAGS -Xcompiler=-Wall,-Wextra)
+  if(DDP_WERROR)
+    list(APPEND DDP_TRAIN_GPU_ROUND_FLAGS -Werror=all-warnings -Xcompiler=-Werror)
+  endif()
+  target_compile_options(train_gpu_round PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:${DDP_TRAIN_GPU_ROUND_FLAGS}>")
+  add_test(NAME train_gpu_round COMMAND train_gpu_round)
+  set_tests_properties(train_gpu_round PROPERTIES TIMEOUT 30 LABELS "quick;train")
+endif()
