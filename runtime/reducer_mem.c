@@ -75,6 +75,7 @@ ddp_status_t ddp__rbuf_sync(ddp_comm_t *comm, ddp_mem_t mem, void *stream) {
  * run at memory speed. F16C does f32 <-> f16 in hardware (chosen at run time; the build does
  * not assume it); bf16 is a branch-free rounding loop the compiler vectorises. */
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define DDP__HAVE_F16C_PATH 1
 __attribute__((target("avx,f16c"))) static void f32_to_f16_f16c(uint16_t *dst, const float *src,
@@ -94,9 +95,16 @@ __attribute__((target("avx,f16c"))) static void f16_to_f32_f16c(float *dst, cons
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
   for (; i < count; i++) dst[i] = ddp__f16_to_f32(src[i]);
 }
+/* cpuid leaf 1 (ECX bit 29 F16C, 28 AVX, 27 OSXSAVE) and the OS saving YMM state (XGETBV),
+ * rather than __builtin_cpu_supports("f16c"), which clang 14 does not know. */
 static int have_f16c(void) {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  if (!((c >> 29) & 1u) || !((c >> 28) & 1u) || !((c >> 27) & 1u)) return 0;
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  (void)hi;
+  return (lo & 6u) == 6u;
 }
 #else
 #define DDP__HAVE_F16C_PATH 0
