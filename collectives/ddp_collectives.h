@@ -25,9 +25,15 @@ typedef struct ddp_coll_opts {
 
 DDP_API ddp_status_t ddp_coll_opts_default(ddp_coll_opts_t *opts);
 
-/* Blocking collectives. Counts are in elements. For reduce-scatter `recv_count` is the count
- * each rank receives (send holds size*recv_count); for allgather `send_count` is each rank's
- * contribution (recv holds size*send_count). */
+/* Blocking collectives. Counts are in elements (size_t: counts above INT_MAX work). For
+ * reduce-scatter `recv_count` is the count each rank receives (send holds size*recv_count);
+ * for allgather `send_count` is each rank's contribution (recv holds size*send_count).
+ * In place: allreduce: send = DDP_IN_PLACE or send == recv; allgather: send = DDP_IN_PLACE (or
+ * recv + rank*send_count) with this rank's block already in place; reduce-scatter: send =
+ * DDP_IN_PLACE (or recv), input in recv (size*recv_count), result in its first recv_count.
+ * Partially overlapping buffers are DDP_EINVAL. f16/bf16 are reduced in f32 and rounded to
+ * nearest-even; avg is a sum divided on every rank, and all ranks end with the same bits.
+ * Collectives run in posting order: every rank must post them in the same order. */
 DDP_API ddp_status_t ddp_allreduce(ddp_comm_t *comm, const void *send, void *recv, size_t count,
                                    ddp_dtype_t dtype, ddp_op_t op, const ddp_coll_opts_t *opts);
 DDP_API ddp_status_t ddp_broadcast(ddp_comm_t *comm, void *buf, size_t count, ddp_dtype_t dtype,
@@ -42,7 +48,9 @@ DDP_API ddp_status_t ddp_barrier(ddp_comm_t *comm);
 
 /* Non-blocking versions: they return at once with *req set; the communicator's progress
  * engine moves them forward without the caller polling. Buffers must stay valid until the
- * request completes. */
+ * request completes. Arguments are checked at once (an error returns no request). While a
+ * request is live (until ddp_wait/ddp_test returned it complete) ddp_comm_destroy is
+ * DDP_EBUSY. */
 DDP_API ddp_status_t ddp_iallreduce(ddp_comm_t *comm, const void *send, void *recv, size_t count,
                                     ddp_dtype_t dtype, ddp_op_t op, const ddp_coll_opts_t *opts,
                                     ddp_request_t **req);
