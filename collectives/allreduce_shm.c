@@ -101,7 +101,7 @@ static ddp_status_t shm_get(ddp__ctx_t *x, ddp__shm_t **out) {
   s->n = c->local_size;
   s->me = c->local_rank;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  s->spin_s = cpus > 0 && s->n <= cpus ? 2e-3 : 20e-6;
+  s->spin_s = cpus > 0 && cs->host_ranks <= cpus ? 2e-3 : 20e-6;
   MPI_Info info;
   MPI_Info_create(&info);
   MPI_Info_set(info, "alloc_shared_noncontig", "true");

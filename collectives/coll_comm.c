@@ -55,6 +55,15 @@ ddp_status_t ddp__coll_comm_init(ddp__comm_t *c) {
     cs->uniform_nodes = m[0] == -m[1];
     MPI_Comm_rank(cs->cross, &cs->cross_rank);
     MPI_Comm_size(cs->cross, &cs->cross_size);
+    /* How many ranks share this machine (decides how long shared-memory waits spin). */
+    MPI_Comm host = MPI_COMM_NULL;
+    cs->host_ranks = c->local_size;
+    if (st == DDP_OK &&
+        MPI_Comm_split_type(cs->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &host) ==
+            MPI_SUCCESS) {
+      MPI_Comm_size(host, &cs->host_ranks);
+      MPI_Comm_free(&host);
+    }
   }
   if (st != DDP_OK) {
     free_state(cs);

@@ -172,6 +172,7 @@ typedef struct ddp__coll {
   int shm_disabled;        /* shm phases unavailable (no shared windows) */
   int uniform_nodes;       /* every node has the same number of ranks (hier) */
   int cross_rank, cross_size; /* this rank in `cross` (= node index), number of nodes */
+  int host_ranks;          /* ranks on this machine (virtual nodes may split a machine) */
 } ddp__coll_t;
 
 /* A queued or executing collective (coll_engine.c). */
