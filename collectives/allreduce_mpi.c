@@ -86,6 +86,7 @@ static const char *mpi_supports(const ddp__ctx_t *x, const ddp__ar_t *a) {
  * SMALL_BYTES the call is posted non-blocking and waited through ddp__wait_all, so the
  * DDP_TIMEOUT_S watchdog covers it. */
 #define SMALL_BYTES ((size_t)64 << 10)
+#define INPLACE_PIECE ((size_t)64 << 20)
 
 static ddp_status_t mpi_run(ddp__ctx_t *x, const ddp__ar_t *a) {
   ddp__coll_t *cs = x->cs;
@@ -99,6 +100,18 @@ static ddp_status_t mpi_run(ddp__ctx_t *x, const ddp__ar_t *a) {
     void *r = (char *)a->recv + off * es;
     if (n * es <= SMALL_BYTES) {
       DDP_MPI(MPI_Allreduce(s, r, (int)n, t, o, x->comm));
+    } else if (inplace) {
+      /* Open MPI's in-place MPI_Iallreduce is about 2x slower than its out-of-place one for
+       * large messages (measured: 64 MB 83 ms vs 37 ms); a copy to scratch costs far less. */
+      for (size_t p = 0; p < n; p += INPLACE_PIECE / es) {
+        size_t m = n - p < INPLACE_PIECE / es ? n - p : INPLACE_PIECE / es;
+        void *tmp = NULL;
+        DDP_TRY(x->xp->scratch(x, 3, m * es, &tmp));
+        ddp__copy_host(tmp, (char *)r + p * es, m * es);
+        MPI_Request rq = MPI_REQUEST_NULL;
+        DDP_MPI(MPI_Iallreduce(tmp, (char *)r + p * es, (int)m, t, o, x->comm, &rq));
+        DDP_TRY(ddp__wait_all(x->c, 1, &rq, &x->desc));
+      }
     } else {
       MPI_Request rq = MPI_REQUEST_NULL;
       DDP_MPI(MPI_Iallreduce(s, r, (int)n, t, o, x->comm, &rq));
