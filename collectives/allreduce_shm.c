@@ -26,6 +26,7 @@
 #define HALF_BYTES ((size_t)8 << 20)  /* one staging half */
 #define SMALL_BYTES ((size_t)16 << 10) /* at or below: every rank reduces everything */
 #define LOC_STAGE UINT64_MAX
+#define PUSH_PIECE_BYTES ((size_t)128 << 10) /* pool push: reduce then copy while in cache */
 
 typedef struct {
   uint64_t id, off; /* pool window id and offset, or LOC_STAGE */
@@ -391,7 +392,29 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
    * used HALF-sized chunks, as here. */
   int all_pool = 1;
   for (int q = 0; q < n; q++) all_pool &= s->src[q] != NULL && s->res[q] != NULL;
-  if (all_pool) chunk = a->count;
+  if (all_pool && st == DDP_OK) {
+    /* Push: rank r reduces slice r piece by piece into its own result and copies each piece,
+     * still in cache, into every peer's result. Nobody else reads or writes slice r of any
+     * buffer meanwhile (peers read their own slices), so no barrier is needed between the
+     * reduction and the copies: only the final one. */
+    ddp__split(a->count, n, o, l);
+    size_t piece = PUSH_PIECE_BYTES / es;
+    for (size_t off = 0; off < l[me]; off += piece) {
+      size_t m = l[me] - off < piece ? l[me] - off : piece;
+      size_t at = o[me] + off;
+      char *dst = s->res[me] + at * es;
+      if (dst == s->src[me] + at * es) {
+        for (int q = 0; q < n; q++)
+          if (q != me) ddp__reduce_host(dst, s->src[q] + at * es, m, a->dtype, a->op);
+      } else {
+        reduce_n(dst, (const char *const *)s->src, n, at, m, a->dtype, a->op);
+      }
+      for (int q = 0; q < n; q++)
+        if (q != me) ddp__copy_host(s->res[q] + at * es, dst, m * es);
+    }
+    if (o != offs) free(o);
+    return barrier(x, s); /* nobody leaves while a peer still reads or writes its memory */
+  }
   for (size_t base = 0; base < a->count && st == DDP_OK; base += chunk) {
     size_t m = a->count - base < chunk ? a->count - base : chunk;
     size_t h = (s->flip++ & 1) * HALF_BYTES;
