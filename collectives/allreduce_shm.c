@@ -162,6 +162,24 @@ static ddp_status_t shm_get(ddp__ctx_t *x, ddp__shm_t **out) {
   return DDP_OK;
 }
 
+/* Writes `bytes` from `local` into local rank q's memory at its address `remote`. */
+static ddp_status_t cma_write(ddp__shm_t *s, int q, uint64_t remote, const void *local,
+                              size_t bytes) {
+  const char *src = local;
+  while (bytes > 0) {
+    size_t n = bytes < ((size_t)1 << 30) ? bytes : ((size_t)1 << 30);
+    struct iovec l = {(void *)src, n}, r = {(void *)(uintptr_t)remote, n};
+    ssize_t put = process_vm_writev((pid_t)s->ctrl[q]->pid, &l, 1, &r, 1, 0);
+    if (put <= 0)
+      return ddp__error(DDP_EIO, "shm: process_vm_writev of %zu bytes to local rank %d failed: %s",
+                        n, q, strerror(errno));
+    src += put;
+    remote += (uint64_t)put;
+    bytes -= (size_t)put;
+  }
+  return DDP_OK;
+}
+
 /* Reads `bytes` of local rank q's memory at its address `remote` into `local`. */
 static ddp_status_t cma_read(ddp__shm_t *s, int q, uint64_t remote, void *local, size_t bytes) {
   char *dst = local;
@@ -282,10 +300,11 @@ static ddp_status_t shm_small(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
 }
 
 /* Private buffers everywhere, cross-memory attach allowed: rank r pulls slice r of every
- * peer's input with process_vm_readv, piece by piece into a cache-sized scratch, and reduces
- * it straight into its recv; after a barrier it pulls the other reduced slices from the
- * owners' recv. One copy per byte moved, as with buffers in the pool. The descriptors
- * (pid, addresses) were published by the caller's barrier. */
+ * peer's input with process_vm_readv, piece by piece into a cache-sized scratch, reduces it
+ * straight into its recv and pushes the piece, still in cache, into every peer's recv with
+ * process_vm_writev (slice r of any buffer is touched by rank r only, so no barrier is needed
+ * in between). One copy per byte moved, as with buffers in the pool. The descriptors (pid,
+ * addresses) were published by the caller's barrier. */
 #define CMA_PIECE_BYTES ((size_t)256 << 10)
 static ddp_status_t shm_cma(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) {
   int me = s->me, n = s->n;
@@ -314,14 +333,12 @@ static ddp_status_t shm_cma(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) {
       else ddp__reduce_host(mine + off * es, tmp, m, a->dtype, a->op);
       first = 0;
     }
+    for (int q = 0; q < n && st == DDP_OK; q++)
+      if (q != me)
+        st = cma_write(s, q, s->ctrl[q]->va_recv + (o[me] + off) * es, mine + off * es, m * es);
   }
-  /* A rank whose transfer failed still joins the barriers, so no peer waits for it. */
-  ddp_status_t bst = barrier(x, s);
-  if (st == DDP_OK) st = bst;
-  for (int q = 0; q < n && st == DDP_OK; q++)
-    if (q != me)
-      st = cma_read(s, q, s->ctrl[q]->va_recv + o[q] * es, (char *)a->recv + o[q] * es, l[q] * es);
-  bst = barrier(x, s); /* nobody leaves while a peer still reads its memory */
+  /* A rank whose transfer failed still joins the barrier, so no peer waits for it. */
+  ddp_status_t bst = barrier(x, s); /* nobody leaves while a peer still uses its memory */
   if (st == DDP_OK) st = bst;
   if (o != offs) free(o);
   return st;
