@@ -137,3 +137,10 @@ endif()
 ddp_add_test_exe(robust_fpcost robust_fpcost.c)
 ddp_add_mpi_test(NAME robust_fpcost_smoke_np2 EXE robust_fpcost NP 2 ARGS 1 LABELS quick robust
   TIMEOUT 60)
+# An 8-byte allreduce on the mpi algorithm (Open MPI's own collective) that one rank skips:
+# waited through the watchdog like every other call, so it ends in a report, not a hang.
+ddp_add_robust_test(NAME robust_coll_hang_small_np3 EXE robust_coll NP 3 ARGS hang_abort
+  EXPECT fail MAXS 15 TIMEOUT 60 LABELS quick robust
+  ENV DDP_TIMEOUT_S=2 DDP_ALLREDUCE_ALGO=mpi ROBUST_HANG_COUNT=2
+  CHECKS --want "mpiddp ABORT: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=2\\) waiting for collective #3 allreduce \\(algo mpi, 8 bytes, tag/bucket 7\\)"
+         --not "completed although")

@@ -100,20 +100,23 @@ static void run_mismatch(ddp_comm_t *comm) {
   CHECK_OK(ddp_barrier(comm));
 }
 
-/* 128 KB: Open MPI's blocking MPI_Allreduce, which the mpi algorithm uses up to 64 KB for
- * latency, has no deadline; larger calls are waited through the watchdog. */
+/* 128 KB by default; ROBUST_HANG_COUNT=n uses n floats (the tiny-message paths must time
+ * out too: robust_coll_hang_small_np3 forces the mpi algorithm on 8 bytes). */
 #define HANG_N 32768
 
 static void run_hang(ddp_comm_t *comm, int use_return, int desync) {
   static float b[HANG_N];
+  const char *hc = getenv("ROBUST_HANG_COUNT");
+  int n = hc ? atoi(hc) : HANG_N;
+  if (n < 1 || n > HANG_N) n = HANG_N;
   ddp_coll_opts_t o;
   ddp_coll_opts_default(&o);
   o.tag = 7;
   for (int it = 0; it < 3; it++) {
-    for (int i = 0; i < HANG_N; i++) b[i] = (float)(rank_ + i % 1000);
+    for (int i = 0; i < n; i++) b[i] = (float)(rank_ + i % 1000);
     if (it == 2 && rank_ == 1 && desync) {
       fprintf(stderr, "robust_coll: rank 1 calls a broadcast instead of allreduce #3\n");
-      ddp_status_t st = ddp_broadcast(comm, b, HANG_N, DDP_F32, 0, &o);
+      ddp_status_t st = ddp_broadcast(comm, b, n, DDP_F32, 0, &o);
       fprintf(stderr, "robust_coll: rank 1: the broadcast returned %s: %s\n", ddp_strerror(st),
               ddp_last_error());
       return;
@@ -125,9 +128,9 @@ static void run_hang(ddp_comm_t *comm, int use_return, int desync) {
     }
     ddp_request_t *rq = NULL;
     if (use_bcast_)
-      CHECK_OK(ddp_ibroadcast(comm, b, HANG_N, DDP_F32, 0, &o, &rq));
+      CHECK_OK(ddp_ibroadcast(comm, b, n, DDP_F32, 0, &o, &rq));
     else
-      CHECK_OK(ddp_iallreduce(comm, DDP_IN_PLACE, b, HANG_N, DDP_F32, DDP_SUM, &o, &rq));
+      CHECK_OK(ddp_iallreduce(comm, DDP_IN_PLACE, b, n, DDP_F32, DDP_SUM, &o, &rq));
     ddp_status_t st = ddp_wait(&rq);
     if (st != DDP_OK) {
       fprintf(stderr, "robust_coll: rank %d: ddp_wait returned %s: %s\n", rank_, ddp_strerror(st),
