@@ -18,6 +18,9 @@
  *   -A LIST  algorithms, comma separated: raw (MPI's own call, no mpiddp), mpi, ring, rhd,
  *            shm, hier, auto; default: raw,mpi,ring,rhd,shm,hier,auto (those that can run).
  *            Collectives other than allreduce accept raw and mpi (mpiddp's call).
+ *            With -M cuda the entries are device transports side by side: staged, mpi
+ *            (CUDA-aware MPI), nccl, auto, optionally with an algorithm (staged:ring, mpi:rhd);
+ *            default staged,mpi,nccl (those that can run here).
  *   -M MEM   host (malloc), shared (ddp_alloc: node-shared pool), cuda (device buffers)
  *   -t SEC   time budget per size and algorithm for the timed loop (default 2.0 s)
  *   -R N     repeat each timed loop N times and keep the fastest (default 1; for machines
@@ -237,11 +240,43 @@ static int to_dev(const args_t *a, void *dst, const void *src, size_t n) {
 }
 
 /* ---- one measurement ------------------------------------------------------------------------ */
+/* Under -M cuda an -A entry names a device transport, optionally with an algorithm:
+ * "staged", "mpi" (CUDA-aware MPI), "nccl", "auto", or "staged:ring", "mpi:rhd", ...
+ * On host memory it is an algorithm name. */
+static int is_transport(const char *t) {
+  return !strcmp(t, "staged") || !strcmp(t, "mpi") || !strcmp(t, "nccl") || !strcmp(t, "auto");
+}
+
+static void split_entry(const args_t *a, const char *entry, char *xport, size_t xcap,
+                        char *algo, size_t acap) {
+  xport[0] = '\0';
+  snprintf(algo, acap, "%s", entry);
+  if (a->mem != M_CUDA) return;
+  const char *colon = strchr(entry, ':');
+  if (colon) {
+    snprintf(xport, xcap, "%.*s", (int)(colon - entry), entry);
+    snprintf(algo, acap, "%s", colon + 1);
+  } else if (is_transport(entry)) {
+    snprintf(xport, xcap, "%s", entry);
+    snprintf(algo, acap, "auto");
+  }
+}
+
+/* Selects the entry's transport (every rank, same point, nothing in flight). */
+static ddp_status_t select_entry(const args_t *a, const char *entry, char *algo, size_t acap) {
+  char xport[16];
+  split_entry(a, entry, xport, sizeof xport, algo, acap);
+  if (!xport[0]) return DDP_OK;
+  return ddp_device_set_transport(&comm_, xport);
+}
+
 static ddp_status_t run_once(const args_t *a, const char *algo, bufs_t *b, size_t count,
                              int inplace) {
+  char xport[16], alg[32];
+  split_entry(a, algo, xport, sizeof xport, alg, sizeof alg);
   ddp_coll_opts_t o;
   ddp_coll_opts_default(&o);
-  o.algo = algo;
+  o.algo = alg;
   o.mem = a->mem == M_CUDA ? DDP_MEM_CUDA : DDP_MEM_HOST;
   int raw = !strcmp(algo, "raw");
   size_t es = ddp_dtype_size(a->dtype);
@@ -361,7 +396,8 @@ static int measure(const args_t *a, const char *algo, bufs_t *b, size_t bytes, i
   out->bytes = bytes;
   out->count = a->coll == C_ALLGATHER || a->coll == C_REDUCESCATTER ? count * (size_t)size_ : count;
   out->inplace = inplace;
-  int fail = 0;
+  char alg[32];
+  int fail = select_entry(a, algo, alg, sizeof alg) != DDP_OK;
   for (int i = 0; i < a->warmup && !fail; i++) fail = run_once(a, algo, b, count, inplace) != DDP_OK;
   /* Iterations: -n, fewer if one call already takes a large part of the budget. */
   int iters = a->iters;
@@ -426,7 +462,7 @@ int main(int argc, char **argv) {
   }
   if (!a.algos[0])
     snprintf(a.algos, sizeof a.algos, "%s",
-             a.coll == C_ALLREDUCE ? (a.mem == M_CUDA ? "mpi,auto" : "raw,mpi,ring,rhd,shm,hier,auto")
+             a.coll == C_ALLREDUCE ? (a.mem == M_CUDA ? "staged,mpi,nccl" : "raw,mpi,ring,rhd,shm,hier,auto")
                                    : "raw,mpi");
   /* Algorithm list: drop what cannot run (with a note), keep the order. */
   char list[16][16];
@@ -434,18 +470,23 @@ int main(int argc, char **argv) {
   char tmp[256];
   snprintf(tmp, sizeof tmp, "%s", a.algos);
   size_t es = ddp_dtype_size(a.dtype);
+  char alg[32], xp[16];
   for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t && nalg < 16; t = strtok_r(NULL, ",", &save)) {
     const char *why = NULL;
     int raw = !strcmp(t, "raw");
     if (raw && (a.dtype == DDP_F16 || a.dtype == DDP_BF16 || a.op == DDP_AVG))
       why = "MPI has no f16/bf16 types or avg op";
     else if (raw && a.mem == M_CUDA) why = "MPI is not CUDA-aware here";
-    else if (!raw && a.coll != C_ALLREDUCE && strcmp(t, "mpi") && strcmp(t, "auto"))
+    else if (!raw && a.mem == M_CUDA && select_entry(&a, t, alg, sizeof alg) != DDP_OK)
+      why = ddp_last_error(); /* transport cannot run here (same verdict on every rank) */
+    else if (!raw && a.coll != C_ALLREDUCE && strcmp(t, "mpi") && strcmp(t, "auto") &&
+             !(a.mem == M_CUDA && is_transport(t)))
       why = "only allreduce has algorithms";
     else if (!raw && a.coll == C_ALLREDUCE) {
       ddp_coll_opts_t o;
       ddp_coll_opts_default(&o);
-      o.algo = t;
+      split_entry(&a, t, xp, sizeof xp, alg, sizeof alg);
+      o.algo = alg;
       o.mem = a.mem == M_CUDA ? DDP_MEM_CUDA : DDP_MEM_HOST;
       const char *nm = NULL;
       if (ddp_allreduce_choice(&comm_, NULL, 1024, a.dtype, &o, &nm) != DDP_OK) why = ddp_last_error();
