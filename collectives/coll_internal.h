@@ -218,6 +218,12 @@ DDP_HIDDEN void ddp__f16_to_f32_n(float *dst, const uint16_t *src, size_t count)
 DDP_HIDDEN void ddp__f32_to_f16_n(uint16_t *dst, const float *src, size_t count);
 DDP_HIDDEN void ddp__bf16_to_f32_n(float *dst, const uint16_t *src, size_t count);
 DDP_HIDDEN void ddp__f32_to_bf16_n(uint16_t *dst, const float *src, size_t count);
+/* dst[i] = half(src[i] * scale): the reducer's compression hooks fold the 1/world division into
+ * the conversion (one pass over the bucket). */
+DDP_HIDDEN void ddp__f32_to_f16_scaled_n(uint16_t *dst, const float *src, size_t count,
+                                         float scale);
+DDP_HIDDEN void ddp__f32_to_bf16_scaled_n(uint16_t *dst, const float *src, size_t count,
+                                          float scale);
 /* Large copies (memcpy, split so the watchdog-free loop stays cache friendly). */
 DDP_HIDDEN void ddp__copy_host(void *dst, const void *src, size_t bytes);
 

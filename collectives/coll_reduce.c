@@ -64,11 +64,19 @@ uint16_t ddp__f32_to_bf16(float fl) {
  * them (checked at run time; the default build assumes nothing beyond x86-64), else the
  * scalar bit manipulation above. Both round to nearest-even. */
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define DDP__HAVE_F16C_PATH 1
+/* cpuid leaf 1 (ECX bit 29 F16C, 28 AVX, 27 OSXSAVE) and the OS saving YMM state (XGETBV);
+ * not __builtin_cpu_supports("f16c"), which clang 14 does not know. */
 static int have_f16c(void) {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  if (!((c >> 29) & 1u) || !((c >> 28) & 1u) || !((c >> 27) & 1u)) return 0;
+  unsigned lo = 0, hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  (void)hi;
+  return (lo & 6u) == 6u;
 }
 __attribute__((target("avx,f16c"))) static void f16_to_f32_f16c(float *dst, const uint16_t *src,
                                                                 size_t count) {
@@ -78,12 +86,20 @@ __attribute__((target("avx,f16c"))) static void f16_to_f32_f16c(float *dst, cons
   for (; i < count; i++) dst[i] = ddp__f16_to_f32(src[i]);
 }
 __attribute__((target("avx,f16c"))) static void f32_to_f16_f16c(uint16_t *dst, const float *src,
-                                                                size_t count) {
+                                                                size_t count, float scale) {
   size_t i = 0;
-  for (; i + 8 <= count; i += 8)
-    _mm_storeu_si128((__m128i *)(dst + i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-  for (; i < count; i++) dst[i] = ddp__f32_to_f16(src[i]);
+  if (scale == 1.0f) {
+    for (; i + 8 <= count; i += 8)
+      _mm_storeu_si128((__m128i *)(dst + i),
+                       _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  } else {
+    __m256 s = _mm256_set1_ps(scale);
+    for (; i + 8 <= count; i += 8)
+      _mm_storeu_si128((__m128i *)(dst + i),
+                       _mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(src + i), s),
+                                       _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < count; i++) dst[i] = ddp__f32_to_f16(src[i] * scale);
 }
 #endif
 
@@ -97,13 +113,20 @@ void ddp__f16_to_f32_n(float *restrict dst, const uint16_t *restrict src, size_t
   for (size_t i = 0; i < count; i++) dst[i] = ddp__f16_to_f32(src[i]);
 }
 void ddp__f32_to_f16_n(uint16_t *restrict dst, const float *restrict src, size_t count) {
+  ddp__f32_to_f16_scaled_n(dst, src, count, 1.0f);
+}
+void ddp__f32_to_f16_scaled_n(uint16_t *restrict dst, const float *restrict src, size_t count,
+                              float scale) {
 #ifdef DDP__HAVE_F16C_PATH
   if (have_f16c()) {
-    f32_to_f16_f16c(dst, src, count);
+    f32_to_f16_f16c(dst, src, count, scale);
     return;
   }
 #endif
-  for (size_t i = 0; i < count; i++) dst[i] = ddp__f32_to_f16(src[i]);
+  if (scale == 1.0f)
+    for (size_t i = 0; i < count; i++) dst[i] = ddp__f32_to_f16(src[i]);
+  else
+    for (size_t i = 0; i < count; i++) dst[i] = ddp__f32_to_f16(src[i] * scale);
 }
 void ddp__bf16_to_f32_n(float *restrict dst, const uint16_t *restrict src, size_t count) {
   for (size_t i = 0; i < count; i++) {
@@ -112,9 +135,14 @@ void ddp__bf16_to_f32_n(float *restrict dst, const uint16_t *restrict src, size_
   }
 }
 void ddp__f32_to_bf16_n(uint16_t *restrict dst, const float *restrict src, size_t count) {
+  ddp__f32_to_bf16_scaled_n(dst, src, count, 1.0f);
+}
+void ddp__f32_to_bf16_scaled_n(uint16_t *restrict dst, const float *restrict src, size_t count,
+                               float scale) {
   for (size_t i = 0; i < count; i++) {
+    float f = src[i] * scale; /* exact when scale == 1 */
     uint32_t x;
-    memcpy(&x, &src[i], 4);
+    memcpy(&x, &f, 4);
     uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
     uint32_t nan = (x & 0x7fffffffu) > 0x7f800000u;
     dst[i] = (uint16_t)(nan ? ((x >> 16) | 0x40u) : rounded);
