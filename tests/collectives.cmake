@@ -33,9 +33,15 @@ ddp_add_mpi_test(NAME coll_api_badenv_np2 EXE coll_api NP 2 ARGS badenv LABELS q
 ddp_add_mpi_test(NAME coll_allreduce_check_np3 EXE coll_allreduce NP 3 ARGS all quick mixed
   LABELS quick TIMEOUT 120 ENV DDP_CHECK=1)
 ddp_add_mpi_test(NAME coll_api_check_np2 EXE coll_api NP 2 LABELS quick TIMEOUT 120 ENV DDP_CHECK=1)
-# Large counts (1000003 and 4M elements) and more ranks.
-ddp_add_mpi_test(NAME coll_allreduce_big_np2 EXE coll_allreduce NP 2 ARGS all big pool
-  LABELS slow TIMEOUT 300)
+# Large counts (1000003 and 4M elements) and more ranks. "full": every algorithm x dtype x op
+# x count {0, 1, p-1, p, p+1, 1031, 100003, 1000003, 4M} x in/out of place (np 2: 1.3 min,
+# np 4: 2.5 min on 2 cores); "big": the large counts on f32 sum/avg only.
+ddp_add_mpi_test(NAME coll_allreduce_full_np1 EXE coll_allreduce NP 1 ARGS all full host
+  LABELS slow TIMEOUT 600)
+ddp_add_mpi_test(NAME coll_allreduce_full_np2 EXE coll_allreduce NP 2 ARGS all full pool
+  LABELS slow TIMEOUT 600)
+ddp_add_mpi_test(NAME coll_allreduce_full_np4 EXE coll_allreduce NP 4 ARGS all full host
+  LABELS slow TIMEOUT 900)
 ddp_add_mpi_test(NAME coll_allreduce_big_np3 EXE coll_allreduce NP 3 ARGS all big host
   LABELS slow TIMEOUT 300)
 # Counts above INT_MAX (about 2.2 GB per rank).
