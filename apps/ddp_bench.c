@@ -370,7 +370,10 @@ int main(int argc, char **argv) {
       else if (!strcmp(a, "--predivide")) base.predivided = 1;
       else if (!strcmp(a, "--no-predivide")) base.predivided = 0;
       else if (!strcmp(a, "--sweep")) sweep = 1;
-      else bad = 1;
+      else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+        usage();
+        return 0;
+      } else bad = 1;
     }
     if (bad) {
       fprintf(stderr, "ddp_bench: bad argument '%s'%s%s\n", a, v && takes ? " " : "", v && takes ? v : "");

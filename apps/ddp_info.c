@@ -19,6 +19,18 @@ static const char *level_name(int level) {
 }
 
 int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      printf("usage: mpirun -np N ddp_info\n"
+             "  Initialises mpiddp on every rank and prints (rank 0) the library and MPI versions,\n"
+             "  the thread level, world size, nodes, shared memory, CUDA-aware MPI and NCCL, and\n"
+             "  one line per rank (host, node, local rank, pid, bound GPU). Exit code 0 when\n"
+             "  init and a barrier succeed. DDP_* environment variables apply (see README).\n");
+      return 0;
+    }
+    fprintf(stderr, "ddp_info: unknown argument '%s' (try --help)\n", argv[i]);
+    return 2;
+  }
   ddp_comm_t comm;
   APP_CHECK(ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm));
   ddp_comm_info_t info;
