@@ -27,13 +27,9 @@ static ddp_status_t hier_run(ddp__ctx_t *x, const ddp__ar_t *a) {
   xc.rank = cs->cross_rank;
   xc.size = cs->cross_size;
   size_t chunk = ddp__shm_chunk(a->dtype);
-  size_t offs[64], lens[64];
-  size_t *o = offs, *l = lens;
-  if (n > 64) {
-    o = malloc(2 * (size_t)n * sizeof *o);
-    if (!o) return ddp__error(DDP_ENOMEM, "hier: out of memory");
-    l = o + n;
-  }
+  ddp__parts_t pt;
+  DDP_TRY(ddp__parts_init(&pt, n, "hier"));
+  size_t *o = pt.offs, *l = pt.lens;
   ddp_status_t st = DDP_OK;
   for (size_t base = 0; base < a->count && st == DDP_OK; base += chunk) {
     size_t m = a->count - base < chunk ? a->count - base : chunk;
@@ -51,7 +47,7 @@ static ddp_status_t hier_run(ddp__ctx_t *x, const ddp__ar_t *a) {
     }
     if (n > 1) st = ddp__shm_allgather(x, rb, m, a->dtype);
   }
-  if (o != offs) free(o);
+  ddp__parts_free(&pt);
   return st;
 }
 

@@ -20,6 +20,21 @@ void ddp__split(size_t count, int parts, size_t *offs, size_t *lens) {
   }
 }
 
+ddp_status_t ddp__parts_init(ddp__parts_t *p, int n, const char *who) {
+  p->offs = p->stack;
+  if (n > DDP__PARTS_STACK) {
+    p->offs = malloc(2 * (size_t)n * sizeof *p->offs);
+    if (!p->offs) return ddp__error(DDP_ENOMEM, "%s: out of memory for %d chunk offsets", who, n);
+  }
+  p->lens = p->offs + (n > DDP__PARTS_STACK ? n : DDP__PARTS_STACK);
+  return DDP_OK;
+}
+
+void ddp__parts_free(ddp__parts_t *p) {
+  if (p->offs != p->stack) free(p->offs);
+  p->offs = p->lens = NULL;
+}
+
 static int mod(int a, int p) { return ((a % p) + p) % p; }
 
 ddp_status_t ddp__ring_reduce_scatter(ddp__ctx_t *x, void *buf, const size_t *offs,
@@ -107,14 +122,9 @@ static ddp_status_t ring_run(ddp__ctx_t *x, const ddp__ar_t *a) {
   size_t es = ddp_dtype_size(a->dtype);
   if (a->send != a->recv) DDP_TRY(x->xp->copy(x, a->recv, a->send, a->count * es));
   if (x->size == 1) return DDP_OK;
-  size_t p = (size_t)x->size;
-  size_t offs[64], lens[64];
-  size_t *o = offs, *l = lens;
-  if (p > 64) {
-    o = malloc(2 * p * sizeof *o);
-    if (!o) return ddp__error(DDP_ENOMEM, "ring: out of memory for %zu chunk offsets", p);
-    l = o + p;
-  }
+  ddp__parts_t pt;
+  DDP_TRY(ddp__parts_init(&pt, x->size, "ring"));
+  size_t *o = pt.offs, *l = pt.lens;
   size_t piece = PIECE_BYTES / es;
   ddp_status_t st = DDP_OK;
   for (size_t off = 0; off < a->count && st == DDP_OK; off += piece) {
@@ -124,7 +134,7 @@ static ddp_status_t ring_run(ddp__ctx_t *x, const ddp__ar_t *a) {
     st = ddp__ring_reduce_scatter(x, b, o, l, a->dtype, a->op);
     if (st == DDP_OK) st = ddp__ring_allgather(x, b, o, l, a->dtype);
   }
-  if (o != offs) free(o);
+  ddp__parts_free(&pt);
   return st;
 }
 

@@ -269,6 +269,20 @@ static void reduce_n(void *dst, const char *const *in, int n, size_t off, size_t
   for (int q = 2; q < n; q++) ddp__reduce_host(dst, in[q] + b, count, dtype, op);
 }
 
+/* This rank's slice [off, off + count) of the reduction into dst. When dst is this rank's own
+ * input there (in[me] + off), the other inputs are added to it in place; otherwise all n
+ * inputs are combined into dst. */
+static void reduce_slice(void *dst, const char *const *in, int n, int me, size_t off,
+                         size_t count, ddp_dtype_t dtype, ddp_op_t op) {
+  size_t es = ddp_dtype_size(dtype);
+  if ((const char *)dst == in[me] + off * es) {
+    for (int q = 0; q < n; q++)
+      if (q != me) ddp__reduce_host(dst, in[q] + off * es, count, dtype, op);
+  } else {
+    reduce_n(dst, in, n, off, count, dtype, op);
+  }
+}
+
 /* Tiny: data and flag share a cache line; one line transfer per peer. The two slots alternate:
  * slot k is rewritten two calls later, after every peer has tagged the call in between, so
  * none of them still reads it. */
@@ -309,13 +323,9 @@ static ddp_status_t shm_small(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
 static ddp_status_t shm_cma(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) {
   int me = s->me, n = s->n;
   size_t es = ddp_dtype_size(a->dtype);
-  size_t offs[64], lens[64];
-  size_t *o = offs, *l = lens;
-  if (n > 64) {
-    o = malloc(2 * (size_t)n * sizeof *o);
-    if (!o) return ddp__error(DDP_ENOMEM, "shm: out of memory");
-    l = o + n;
-  }
+  ddp__parts_t pt;
+  DDP_TRY(ddp__parts_init(&pt, n, "shm"));
+  size_t *o = pt.offs, *l = pt.lens;
   ddp__split(a->count, n, o, l);
   size_t piece = CMA_PIECE_BYTES / es;
   void *tmp = NULL;
@@ -340,7 +350,7 @@ static ddp_status_t shm_cma(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) {
   /* A rank whose transfer failed still joins the barrier, so no peer waits for it. */
   ddp_status_t bst = barrier(x, s); /* nobody leaves while a peer still uses its memory */
   if (st == DDP_OK) st = bst;
-  if (o != offs) free(o);
+  ddp__parts_free(&pt);
   return st;
 }
 
@@ -364,13 +374,9 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
   my->desc[0][0] = lin;
   my->desc[0][1] = lres;
   size_t chunk = HALF_BYTES / es;
-  size_t offs[64], lens[64];
-  size_t *o = offs, *l = lens;
-  if (n > 64) {
-    o = malloc(2 * (size_t)n * sizeof *o);
-    if (!o) return ddp__error(DDP_ENOMEM, "shm: out of memory");
-    l = o + n;
-  }
+  ddp__parts_t pt;
+  DDP_TRY(ddp__parts_init(&pt, n, "shm"));
+  size_t *o = pt.offs, *l = pt.lens;
   my->va_send = (uint64_t)(uintptr_t)a->send;
   my->va_recv = (uint64_t)(uintptr_t)a->recv;
   /* Chunk 0's copy-in goes before the barrier that publishes the descriptors (unless cross-
@@ -394,7 +400,7 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
    * number of barriers). */
   if (st == DDP_OK && s->cma_ok) {
     if (!any_pool) {
-      if (o != offs) free(o);
+      ddp__parts_free(&pt);
       return shm_cma(x, s, a);
     }
     if (any_staged) { /* the copy-in skipped above, and a barrier after it */
@@ -420,16 +426,11 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
       size_t m = l[me] - off < piece ? l[me] - off : piece;
       size_t at = o[me] + off;
       char *dst = s->res[me] + at * es;
-      if (dst == s->src[me] + at * es) {
-        for (int q = 0; q < n; q++)
-          if (q != me) ddp__reduce_host(dst, s->src[q] + at * es, m, a->dtype, a->op);
-      } else {
-        reduce_n(dst, (const char *const *)s->src, n, at, m, a->dtype, a->op);
-      }
+      reduce_slice(dst, (const char *const *)s->src, n, me, at, m, a->dtype, a->op);
       for (int q = 0; q < n; q++)
         if (q != me) ddp__copy_host(s->res[q] + at * es, dst, m * es);
     }
-    if (o != offs) free(o);
+    ddp__parts_free(&pt);
     return barrier(x, s); /* nobody leaves while a peer still reads or writes its memory */
   }
   for (size_t base = 0; base < a->count && st == DDP_OK; base += chunk) {
@@ -450,13 +451,7 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
      * a staged result is then also copied, cache-hot, to staging for the peers. */
     char *dst = s->res[me] ? s->res[me] + (base + o[me]) * es
                            : (char *)a->recv + (base + o[me]) * es;
-    /* If the result aliases this rank's own input, start from it and add the others. */
-    if (dst == s->in[me] + o[me] * es) {
-      for (int q = 0; q < n; q++)
-        if (q != me) ddp__reduce_host(dst, s->in[q] + o[me] * es, l[me], a->dtype, a->op);
-    } else {
-      reduce_n(dst, s->in, n, o[me], l[me], a->dtype, a->op);
-    }
+    reduce_slice(dst, s->in, n, me, o[me], l[me], a->dtype, a->op);
     if (!s->res[me]) ddp__copy_host(s->stage[me] + h + o[me] * es, dst, l[me] * es);
     st = barrier(x, s);
     if (st != DDP_OK) break;
@@ -468,7 +463,7 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
       if (from != to) ddp__copy_host(to, from, l[q] * es);
     }
   }
-  if (o != offs) free(o);
+  ddp__parts_free(&pt);
   if (st == DDP_OK) st = barrier(x, s); /* nobody leaves while a peer still reads its memory */
   return st;
 }
@@ -486,13 +481,9 @@ ddp_status_t ddp__shm_reduce_scatter(ddp__ctx_t *x, const void *send, void *recv
   if (bytes > HALF_BYTES)
     return ddp__error(DDP_EINTERNAL, "shm reduce-scatter of %zu bytes exceeds the %zu-byte chunk",
                       bytes, HALF_BYTES);
-  size_t offs[64], lens[64];
-  size_t *o = offs, *l = lens;
-  if (n > 64) {
-    o = malloc(2 * (size_t)n * sizeof *o);
-    if (!o) return ddp__error(DDP_ENOMEM, "shm: out of memory");
-    l = o + n;
-  }
+  ddp__parts_t pt;
+  DDP_TRY(ddp__parts_init(&pt, n, "shm"));
+  size_t *o = pt.offs, *l = pt.lens;
   ddp__split(count, n, o, l);
   size_t h = (s->flip++ & 1) * HALF_BYTES;
   loc_t lin = locate(cs, send, bytes);
@@ -506,15 +497,9 @@ ddp_status_t ddp__shm_reduce_scatter(ddp__ctx_t *x, const void *send, void *recv
   }
   if (lin.id == LOC_STAGE) s->in[me] = send;
   if (st == DDP_OK) {
-    char *dst = (char *)recv + o[me] * es;
-    if (dst == s->in[me] + o[me] * es) {
-      for (int q = 0; q < n; q++)
-        if (q != me) ddp__reduce_host(dst, s->in[q] + o[me] * es, l[me], dtype, op);
-    } else {
-      reduce_n(dst, s->in, n, o[me], l[me], dtype, op);
-    }
+    reduce_slice((char *)recv + o[me] * es, s->in, n, me, o[me], l[me], dtype, op);
   }
-  if (o != offs) free(o);
+  ddp__parts_free(&pt);
   return st;
 }
 
@@ -524,13 +509,9 @@ ddp_status_t ddp__shm_allgather(ddp__ctx_t *x, void *recv, size_t count, ddp_dty
   DDP_TRY(shm_get(x, &s));
   int me = s->me, n = s->n;
   size_t es = ddp_dtype_size(dtype), bytes = count * es;
-  size_t offs[64], lens[64];
-  size_t *o = offs, *l = lens;
-  if (n > 64) {
-    o = malloc(2 * (size_t)n * sizeof *o);
-    if (!o) return ddp__error(DDP_ENOMEM, "shm: out of memory");
-    l = o + n;
-  }
+  ddp__parts_t pt;
+  DDP_TRY(ddp__parts_init(&pt, n, "shm"));
+  size_t *o = pt.offs, *l = pt.lens;
   ddp__split(count, n, o, l);
   size_t h = (s->flip++ & 1) * HALF_BYTES;
   loc_t lres = locate(cs, recv, bytes);
@@ -545,7 +526,7 @@ ddp_status_t ddp__shm_allgather(ddp__ctx_t *x, void *recv, size_t count, ddp_dty
     const char *from = p ? p + o[q] * es : s->stage[q] + h + o[q] * es;
     if (st == DDP_OK) ddp__copy_host((char *)recv + o[q] * es, from, l[q] * es);
   }
-  if (o != offs) free(o);
+  ddp__parts_free(&pt);
   if (st == DDP_OK) st = barrier(x, s);
   return st;
 }

@@ -114,6 +114,17 @@ DDP_HIDDEN ddp_status_t ddp__ring_allgather(ddp__ctx_t *x, void *buf, const size
 /* Splits count into `parts` near-equal chunks (the first count%parts get one more). */
 DDP_HIDDEN void ddp__split(size_t count, int parts, size_t *offs, size_t *lens);
 
+/* Storage for the offsets and lengths of a split into n parts: on the stack up to
+ * DDP__PARTS_STACK parts, on the heap above. Not copyable (offs/lens may point into it). */
+#define DDP__PARTS_STACK 64
+typedef struct ddp__parts {
+  size_t *offs, *lens;
+  size_t stack[2 * DDP__PARTS_STACK];
+} ddp__parts_t;
+/* `who` names the algorithm in the out-of-memory message. */
+DDP_HIDDEN ddp_status_t ddp__parts_init(ddp__parts_t *p, int n, const char *who);
+DDP_HIDDEN void ddp__parts_free(ddp__parts_t *p);
+
 /* shm phases (host memory, ranks of c->node): reduce-scatter leaving this local rank's
  * contiguous slice (ddp__split of count over local_size) reduced into recv at its offset, and
  * allgather of those slices from recv into recv. Used by shm and hier. */
