@@ -329,28 +329,25 @@ ddp_status_t ddp_abort(ddp_comm_t *comm, const char *reason) {
   return ddp__mpi_error(MPI_Abort(c->world, 1), "MPI_Abort");
 }
 
-ddp_status_t ddp_timeline_begin(ddp_comm_t *comm, const char *name, const char *cat, const char *args_json) {
+static ddp_status_t timeline_event(ddp_comm_t *comm, char ph, const char *name, const char *cat,
+                                   const char *args_json) {
   ddp__comm_t *c = NULL;
   DDP_TRY(ddp__comm_get(comm, "comm", &c));
   DDP_CHECK_ARG(name != NULL, "name is NULL");
-  ddp__timeline_event(c->timeline, 'B', name, cat, args_json);
+  ddp__timeline_event(c->timeline, ph, name, cat, args_json);
   return DDP_OK;
+}
+
+ddp_status_t ddp_timeline_begin(ddp_comm_t *comm, const char *name, const char *cat, const char *args_json) {
+  return timeline_event(comm, 'B', name, cat, args_json);
 }
 
 ddp_status_t ddp_timeline_end(ddp_comm_t *comm, const char *name, const char *cat, const char *args_json) {
-  ddp__comm_t *c = NULL;
-  DDP_TRY(ddp__comm_get(comm, "comm", &c));
-  DDP_CHECK_ARG(name != NULL, "name is NULL");
-  ddp__timeline_event(c->timeline, 'E', name, cat, args_json);
-  return DDP_OK;
+  return timeline_event(comm, 'E', name, cat, args_json);
 }
 
 ddp_status_t ddp_timeline_instant(ddp_comm_t *comm, const char *name, const char *cat, const char *args_json) {
-  ddp__comm_t *c = NULL;
-  DDP_TRY(ddp__comm_get(comm, "comm", &c));
-  DDP_CHECK_ARG(name != NULL, "name is NULL");
-  ddp__timeline_event(c->timeline, 'i', name, cat, args_json);
-  return DDP_OK;
+  return timeline_event(comm, 'i', name, cat, args_json);
 }
 
 ddp_status_t ddp_timeline_flush(ddp_comm_t *comm) {
