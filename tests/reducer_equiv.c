@@ -58,18 +58,6 @@ static void refetch(mlp_t *m, ddp_reducer_t *r, int views) {
   }
 }
 
-/* Algorithms that can run here (shm needs one node, ...); the others are skipped. */
-static int usable(const char *algo) {
-  float buf[1024] = {0};
-  ddp_coll_opts_t co;
-  ddp_coll_opts_default(&co);
-  co.algo = algo;
-  const char *name = NULL;
-  int ok = ddp_allreduce_choice(&g_comm, buf, 1024, DDP_F32, &co, &name) == DDP_OK, all = 0;
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!all && g_rank == 0) printf("algorithm %s cannot run here: skipped\n", algo);
-  return all;
-}
 
 /* accum = 1: two micro-batches per step, the first under no_sync. */
 static void run(const char *algo, int views, int caps, int accum, int predivided) {
@@ -176,7 +164,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   for (const char *const *al = ddp_allreduce_algos(); *al; al++)
-    for (int views = 0; views <= 1 && usable(*al); views++)
+    for (int views = 0; views <= 1 && ddp_test_algo_usable(&g_comm, *al); views++)
       for (int caps = 0; caps < 3; caps++) run(*al, views, caps, 0, 0);
   for (int views = 0; views <= 1; views++) run("auto", views, 1, 1, 0);
   run("auto", 1, 2, 0, 1);

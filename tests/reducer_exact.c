@@ -93,18 +93,6 @@ static int same_everywhere(uint64_t hh) {
   return o[0] == hh && ~o[1] == hh;
 }
 
-/* Algorithms that can run here (shm needs one node, ...); the others are skipped. */
-static int usable(const char *algo) {
-  float buf[1024] = {0};
-  ddp_coll_opts_t co;
-  ddp_coll_opts_default(&co);
-  co.algo = algo;
-  const char *name = NULL;
-  int ok = ddp_allreduce_choice(&g_comm, buf, 1024, DDP_F32, &co, &name) == DDP_OK, all = 0;
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  if (!all && g_rank == 0) printf("algorithm %s cannot run here: skipped\n", algo);
-  return all;
-}
 
 typedef struct setup {
   const char *label;
@@ -298,7 +286,7 @@ static void test_iterations(void) {
       /* Every algorithm once (many buckets, views on); the other layouts with auto. */
       for (const char *const *a = algos; *a; a++) {
         if (!(views == 1 && caps == 2) && a != algos) continue;
-        if (!usable(*a)) continue;
+        if (!ddp_test_algo_usable(&g_comm, *a)) continue;
         char label[96];
         snprintf(label, sizeof label, "f32 views=%d caps=%d algo=%s", views, caps, *a);
         setup_t s = {label, F32S, n, cap, first, views, DDP_HOOK_NONE, 0, 0, *a, 0};

@@ -42,6 +42,21 @@ static int ddp_test_checks_ = 0;
   CHECK(strstr(ddp_last_error(), (needle)) != NULL, "message '%s' lacks '%s'",       \
         ddp_last_error(), (needle))
 
+/* 1 when every rank can run allreduce algorithm `algo` on this communicator (shm needs one
+ * node, ...); rank 0 says so when it cannot, so the caller skips it. */
+static inline int ddp_test_algo_usable(ddp_comm_t *comm, const char *algo) {
+  float buf[1024] = {0};
+  ddp_coll_opts_t co;
+  ddp_coll_opts_default(&co);
+  co.algo = algo;
+  const char *name = NULL;
+  int ok = ddp_allreduce_choice(comm, buf, 1024, DDP_F32, &co, &name) == DDP_OK, all = 0, rank = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (!all && rank == 0) printf("algorithm %s cannot run here: skipped\n", algo);
+  return all;
+}
+
 /* Reduces the failure count over MPI_COMM_WORLD (if MPI is still up), prints one verdict on
  * rank 0 and returns the process exit code. */
 static inline int ddp_test_finish(const char *name) {
