@@ -5,7 +5,7 @@
 # (in-place time per size and algorithm, auto/raw and hier/best-flat ratios) and writes JSON.
 #   ci/cluster/bench.sh [--build DIR] [--out DIR] [--pml ob1|ucx] [--sizes "-b 16 -e 64M -f 4"]
 #                       [--reps N]
-# Run it under `flock /work/cpu.lock` or on an otherwise idle machine: the ranks of all hosts
+# Run it on an otherwise idle machine (or under the CI machines' CPU lock): the ranks of all hosts
 # share this machine's cores.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
