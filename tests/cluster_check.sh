@@ -83,6 +83,9 @@ compare_metrics() { # A B LABEL
 
 crc() { grep -m1 'final parameters: CRC32' "$1"; }
 
+# ddp_train's header states the world size: every run here asks for 4 ranks.
+four_ranks() { local f; for f in "$@"; do grep -q '^# ranks 4,' "$f" || bad "$f: not 4 ranks"; done; }
+
 # Number of ddp_train processes on the given hosts.
 ranks_on() {
   local h p
@@ -129,12 +132,14 @@ coll-ob1 | coll-ucx)
 train)
   run one.out ob1 h1:4 4 "$train" "${quick[@]}" --metrics one.csv
   run two.out ob1 h1:2,h2:2 4 "$train" "${quick[@]}" --metrics two.csv
+  four_ranks one.out two.out
   compare_metrics one.csv two.csv "np 4 on h1 vs 2x2 hosts"
   for v in one:ob1:h1:4 two:ob1:h1:2,h2:2 ucx:ucx:h1:2,h2:2; do
     IFS=: read -r tag pml hosts <<<"$v"
     run "det_$tag.out" "$pml" "$hosts" 4 "$train" "${quick[@]}" --deterministic 4 --metrics "det_$tag.csv"
     say "--deterministic 4, $pml on $hosts: $(crc "det_$tag.out")"
   done
+  four_ranks det_one.out det_two.out det_ucx.out
   for tag in two ucx; do
     [ -n "$(crc det_one.out)" ] && [ "$(crc det_one.out)" = "$(crc "det_$tag.out")" ] ||
       bad "deterministic CRC of $tag differs from one host: '$(crc det_one.out)' vs '$(crc "det_$tag.out")'"
@@ -144,6 +149,7 @@ train)
 hostdeath-ob1 | hostdeath-ucx)
   pml=${mode#hostdeath-}
   if start_training job.out "$pml" h1:2,h2:2 4 "$train" "${long[@]}"; then
+    four_ranks job.out
     sleep 1
     victims=$("$cl" pids h2 | tr '\n' ' ')
     say "killing every process of h2 (SIGKILL):"
@@ -172,6 +178,7 @@ linkdown)
   "$cl" exec h3 sysctl -qw net.ipv4.tcp_retries2=2 || bad "sysctl on h3"
   if MPIDDP_CLUSTER_HEAD=h3 start_training job.out ob1 h1:2,h2:2 4 -x DDP_TIMEOUT_S=$timeout_s \
       "$train" "${long[@]}"; then
+    four_ranks job.out
     sleep 1
     t0=$(now)
     "$cl" link h2 down
@@ -205,6 +212,7 @@ badlink)
   t0=$(now)
   run bad.out ob1 h1:2,h2:2 4 "$train" "${quick[@]}" --deterministic 4 --metrics bad.csv
   say "2x2 hosts, h2 with 2% loss + 1 ms: $(since "$t0") s, $(crc bad.out)"
+  four_ranks ref.out fast.out bad.out
   "$cl" shape h2 off 2>wire.log
   cat wire.log
   # The wire must have dropped frames both ways, or this test proves nothing.
