@@ -138,7 +138,9 @@ check_carry() {
   [ -d "$CARRY" ] || { echo "carry folder $CARRY missing (ci/gpu-prepare.sh makes it)"; return 1; }
   [ -f "$CARRY/MANIFEST" ] || { echo "$CARRY/MANIFEST missing"; return 1; }
   (cd "$CARRY" && sha256sum --quiet -c MANIFEST) || { echo "carry folder does not match its MANIFEST"; return 1; }
-  for f in $GPU_FMNIST_FILES; do grep -q " fmnist/$f\$" "$CARRY/MANIFEST" || { echo "fmnist/$f not carried"; return 1; }; done
+  for f in $GPU_FMNIST_FILES; do
+    grep -q " fmnist/$f\$" "$CARRY/MANIFEST" && [ -s "$CARRY/fmnist/$f" ] || { echo "fmnist/$f not carried"; return 1; }
+  done
   n=$(grep -c ' debs/.*\.deb$' "$CARRY/MANIFEST")
   [ "$n" -gt 0 ] || { echo "no .deb files carried"; return 1; }
   echo "$n packages, $(du -sm "$CARRY" | cut -f1) MiB, MANIFEST matches"
@@ -219,6 +221,10 @@ if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi >"$LOGS/nvidia-smi.log" 2>&1
   GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
   DEVICE=$(nvidia-smi -L 2>/dev/null | head -1)
+fi
+if [ "$GPUS" = 0 ] && ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
+  GPUS=$(ls -d /dev/nvidia[0-9]* | wc -l) # a container without nvidia-smi: the device files
+  DEVICE="$GPUS device file(s) /dev/nvidia[0-9]* (no nvidia-smi)"
 fi
 [ "$GPUS" -gt 0 ] || DEVICE="none (no nvidia-smi or no GPU listed)"
 if [ "$GPUS" -gt 0 ]; then record gpu pass 0 "$GPUS GPU(s): $DEVICE"

@@ -181,7 +181,10 @@ static void execute_record(struct ddp_request *r) {
 /* Runs r on the caller's thread, which may not have bound the communicator's device yet. */
 static void execute_here(struct ddp_request *r) {
   ddp_status_t st = ddp__device_bind_thread(r->c);
-  if (st == DDP_OK) return execute_record(r);
+  if (st == DDP_OK) {
+    execute_record(r);
+    return;
+  }
   r->st = st;
   snprintf(r->msg, sizeof r->msg, "%s", ddp_last_error());
   if (r->ev_in) ddp__coll_device_release(r->c, r->ev_in);
