@@ -163,7 +163,7 @@ typedef struct ddp__coll {
   pthread_cond_t cv_done;  /* waiters sleep here */
   pthread_mutex_t exec;    /* held while a collective executes (engine or inline) */
   struct ddp_request *head, *tail;
-  int pending;             /* queued + executing non-blocking requests */
+  _Atomic int pending;     /* queued + executing non-blocking requests (changed under mu) */
   int thread_started, stop;
   pthread_t thread;
   _Atomic uint64_t seq;    /* collective sequence number (fingerprints, diagnostics); atomic:
