@@ -238,9 +238,12 @@ static int check_step(bench_t *b, ddp_reducer_t *r, const cfg_t *c, double tol, 
   }
   memcpy(before, b->m.param_block, total * sizeof(float));
   b->r = r;
-  if (point_grads(b, r, c) != 0) return 1;
+  int failed = point_grads(b, r, c) != 0;
   MPI_Barrier(MPI_COMM_WORLD);
-  if (step(b, c, b->lr) != 0) return 1;
+  if (failed || step(b, c, b->lr) != 0) {
+    free(before);
+    return 1;
+  }
   double res[2] = {0.0, 0.0}; /* worst gradient error, parameters out of tolerance */
   if (b->rank == 0) {
     int in = b->sizes[0], classes = b->sizes[b->nsizes - 1], n = b->batch * b->size;
