@@ -101,7 +101,7 @@ static const char *mpi_supports(const ddp__ctx_t *x, const ddp__ar_t *a) {
 
 /* ---- the watch over blocking MPI_Allreduce calls ----------------------------------------
  * While the executing thread sits in MPI_Allreduce it publishes a token (unique per call) and
- * a copy of its wait description, with plain stores only (no locked instruction, no system
+ * a copy of its wait description, with release stores only (no locked instruction, no system
  * call: the overhead must stay within a few percent of an 8-byte MPI_Allreduce). The watch
  * thread wakes every WATCH_PERIOD_S; once the same token has been in flight for
  * WATCH_ANSWER_AFTER_S it takes a consistent snapshot of the description (seqlock: re-read the
@@ -119,7 +119,7 @@ struct ddp__mpi_watch {
   int stop;              /* under mu */
   _Atomic uint64_t cur;  /* token of the call in flight; 0 = none */
   uint64_t next;         /* last token handed out (executing thread only: calls hold cs->exec) */
-  /* The in-flight call's ddp__wait_desc_t, field by field (relaxed atomics: read by the watch
+  /* The in-flight call's ddp__wait_desc_t, field by field (atomics: read by the watch
    * while the next call may be writing them; a torn read is discarded by the token check). */
   _Atomic uint64_t d_seq;
   _Atomic(const char *) d_coll;
@@ -130,14 +130,16 @@ struct ddp__mpi_watch {
 
 /* 1 and a copy of the description if `token` is still the call in flight. */
 static int watch_snapshot(ddp__mpi_watch_t *w, uint64_t token, ddp__wait_desc_t *d) {
-  d->seq = atomic_load_explicit(&w->d_seq, memory_order_relaxed);
-  d->coll = atomic_load_explicit(&w->d_coll, memory_order_relaxed);
-  d->algo = atomic_load_explicit(&w->d_algo, memory_order_relaxed);
-  d->bytes = atomic_load_explicit(&w->d_bytes, memory_order_relaxed);
-  d->tag = atomic_load_explicit(&w->d_tag, memory_order_relaxed);
+  /* Acquire loads: the re-read of the token cannot move before them, and a field already
+   * written by the next call (release store, after cur went back to 0) makes that re-read
+   * see the token gone. */
+  d->seq = atomic_load_explicit(&w->d_seq, memory_order_acquire);
+  d->coll = atomic_load_explicit(&w->d_coll, memory_order_acquire);
+  d->algo = atomic_load_explicit(&w->d_algo, memory_order_acquire);
+  d->bytes = atomic_load_explicit(&w->d_bytes, memory_order_acquire);
+  d->tag = atomic_load_explicit(&w->d_tag, memory_order_acquire);
   d->peers = NULL;
-  atomic_thread_fence(memory_order_acquire);
-  return atomic_load_explicit(&w->cur, memory_order_relaxed) == token;
+  return atomic_load_explicit(&w->cur, memory_order_acquire) == token;
 }
 
 static void *watch_main(void *arg) {
@@ -216,14 +218,14 @@ void ddp__coll_mpi_watch_stop(ddp__coll_t *cs) {
 
 static ddp_status_t watched_allreduce(ddp__mpi_watch_t *w, const ddp__ctx_t *x, const void *s,
                                       void *r, int n, MPI_Datatype t, MPI_Op o) {
-  /* cur is 0 here; the release fence orders that store before these field stores (seqlock
-   * writer), the release store of the token publishes them. */
-  atomic_thread_fence(memory_order_release);
-  atomic_store_explicit(&w->d_seq, x->desc.seq, memory_order_relaxed);
-  atomic_store_explicit(&w->d_coll, x->desc.coll, memory_order_relaxed);
-  atomic_store_explicit(&w->d_algo, x->desc.algo, memory_order_relaxed);
-  atomic_store_explicit(&w->d_bytes, x->desc.bytes, memory_order_relaxed);
-  atomic_store_explicit(&w->d_tag, x->desc.tag, memory_order_relaxed);
+  /* cur is 0 here. Release stores (plain stores on x86, no fence: TSan does not model
+   * atomic_thread_fence): a watch that reads one of these values also sees cur's 0 stored
+   * before it; the release store of the token publishes them. */
+  atomic_store_explicit(&w->d_seq, x->desc.seq, memory_order_release);
+  atomic_store_explicit(&w->d_coll, x->desc.coll, memory_order_release);
+  atomic_store_explicit(&w->d_algo, x->desc.algo, memory_order_release);
+  atomic_store_explicit(&w->d_bytes, x->desc.bytes, memory_order_release);
+  atomic_store_explicit(&w->d_tag, x->desc.tag, memory_order_release);
   atomic_store_explicit(&w->cur, ++w->next, memory_order_release);
   int rc = MPI_Allreduce(s, r, n, t, o, x->comm);
   atomic_store_explicit(&w->cur, 0, memory_order_release);
