@@ -1,9 +1,10 @@
 /* allreduce_bench: the nccl-tests of mpiddp. Sweeps message sizes for one collective, runs
- * several algorithms side by side in the same job (and Open MPI's own call as "raw"), prints
+ * several algorithms side by side in the same job, with the MPI library's own call as "raw"
+ * (the reference: MPI_Allreduce as an application would call it, without mpiddp), prints
  * nccl-tests style tables (time, algbw, busbw, #wrong for out-of-place and in-place), a
- * comparison table against `mpi`, and optionally JSON records.
+ * comparison table of every algorithm's busbw divided by raw's, and optionally JSON records.
  *
- *   mpirun -np 2 allreduce_bench -b 8 -e 64M -f 4 -A mpi,auto -M shared -J out.json
+ *   mpirun -np 2 allreduce_bench -b 8 -e 64M -f 4 -A raw,mpi,auto -M shared -J out.json
  *
  * Flags (as nccl-tests where they exist):
  *   -b SIZE  smallest size in bytes (K/M/G suffixes), default 8
@@ -17,6 +18,8 @@
  *   -C COLL  allreduce | broadcast | allgather | reducescatter (default allreduce)
  *   -A LIST  algorithms, comma separated: raw (MPI's own call, no mpiddp), mpi, ring, rhd,
  *            shm, hier, auto; default: raw,mpi,ring,rhd,shm,hier,auto (those that can run).
+ *            The comparison table divides by raw (by the first entry when raw is not listed
+ *            or cannot run, e.g. with -M cuda).
  *            Collectives other than allreduce accept raw and mpi (mpiddp's call).
  *            With -M cuda the entries are device transports side by side: staged, mpi
  *            (CUDA-aware MPI), nccl, auto, optionally with an algorithm (staged:ring, mpi:rhd);
@@ -270,50 +273,66 @@ static ddp_status_t select_entry(const args_t *a, const char *entry, char *algo,
   return ddp_device_set_transport(&comm_, xport);
 }
 
-static ddp_status_t run_once(const args_t *a, const char *algo, bufs_t *b, size_t count,
-                             int inplace) {
-  char xport[16], alg[32];
-  split_entry(a, algo, xport, sizeof xport, alg, sizeof alg);
+/* One -A entry resolved once per measurement, so that the timed loop calls MPI or mpiddp and
+ * nothing else (no string handling per call). */
+typedef struct call {
+  int raw;
+  char alg[32];
   ddp_coll_opts_t o;
-  ddp_coll_opts_default(&o);
-  o.algo = alg;
-  o.mem = a->mem == M_CUDA ? DDP_MEM_CUDA : DDP_MEM_HOST;
-  int raw = !strcmp(algo, "raw");
+  MPI_Datatype mt;
+  MPI_Op mo;
+} call_t;
+
+static ddp_status_t prepare_call(const args_t *a, const char *entry, call_t *k) {
+  memset(k, 0, sizeof *k);
+  k->raw = !strcmp(entry, "raw");
+  ddp_status_t st = select_entry(a, entry, k->alg, sizeof k->alg);
+  ddp_coll_opts_default(&k->o);
+  k->o.algo = k->alg;
+  k->o.mem = a->mem == M_CUDA ? DDP_MEM_CUDA : DDP_MEM_HOST;
+  k->mt = a->dtype == DDP_F32 ? MPI_FLOAT : a->dtype == DDP_F64 ? MPI_DOUBLE
+          : a->dtype == DDP_I32 ? MPI_INT32_T : a->dtype == DDP_I64 ? MPI_INT64_T : MPI_UINT8_T;
+  k->mo = a->op == DDP_MIN ? MPI_MIN : a->op == DDP_MAX ? MPI_MAX
+          : a->op == DDP_PROD ? MPI_PROD : MPI_SUM;
+  return st;
+}
+
+static ddp_status_t run_once(const args_t *a, const call_t *k, bufs_t *b, size_t count,
+                             int inplace) {
+  int raw = k->raw;
+  const ddp_coll_opts_t *op = &k->o;
+  MPI_Datatype mt = k->mt;
+  MPI_Op mo = k->mo;
   size_t es = ddp_dtype_size(a->dtype);
-  MPI_Datatype mt = a->dtype == DDP_F32 ? MPI_FLOAT : a->dtype == DDP_F64 ? MPI_DOUBLE
-                    : a->dtype == DDP_I32 ? MPI_INT32_T : a->dtype == DDP_I64 ? MPI_INT64_T
-                                                                             : MPI_UINT8_T;
-  MPI_Op mo = a->op == DDP_MIN ? MPI_MIN : a->op == DDP_MAX ? MPI_MAX
-              : a->op == DDP_PROD ? MPI_PROD : MPI_SUM;
   switch (a->coll) {
     case C_ALLREDUCE:
       if (raw)
         return MPI_Allreduce(inplace ? MPI_IN_PLACE : b->send, b->recv, (int)count, mt, mo,
                              raw_comm) == MPI_SUCCESS ? DDP_OK : DDP_EMPI;
       return ddp_allreduce(&comm_, inplace ? DDP_IN_PLACE : b->send, b->recv, count, a->dtype,
-                           a->op, &o);
+                           a->op, op);
     case C_BROADCAST:
       if (raw)
         return MPI_Bcast(b->recv, (int)(count * es), MPI_BYTE, 0, raw_comm) == MPI_SUCCESS ? DDP_OK : DDP_EMPI;
-      return ddp_broadcast(&comm_, b->recv, count, a->dtype, 0, &o);
+      return ddp_broadcast(&comm_, b->recv, count, a->dtype, 0, op);
     case C_ALLGATHER: {
       void *mine = (char *)b->recv + (size_t)rank_ * count * es;
       if (raw)
         return MPI_Allgather(inplace ? MPI_IN_PLACE : b->send, (int)(count * es), MPI_BYTE,
                              b->recv, (int)(count * es), MPI_BYTE, raw_comm) == MPI_SUCCESS ? DDP_OK : DDP_EMPI;
-      return ddp_allgather(&comm_, inplace ? mine : b->send, b->recv, count, a->dtype, &o);
+      return ddp_allgather(&comm_, inplace ? mine : b->send, b->recv, count, a->dtype, op);
     }
     default:
       if (raw)
         return MPI_Reduce_scatter_block(inplace ? MPI_IN_PLACE : b->send, b->recv, (int)count, mt,
                                         mo, raw_comm) == MPI_SUCCESS ? DDP_OK : DDP_EMPI;
       return ddp_reduce_scatter(&comm_, inplace ? DDP_IN_PLACE : b->send, b->recv, count, a->dtype,
-                                a->op, &o);
+                                a->op, op);
   }
 }
 
 /* Fills inputs, runs once, counts wrong elements on this rank. -1 on a call failure. */
-static long check_once(const args_t *a, const char *algo, bufs_t *b, size_t count, int inplace) {
+static long check_once(const args_t *a, const call_t *algo, bufs_t *b, size_t count, int inplace) {
   size_t es = ddp_dtype_size(a->dtype), p = (size_t)size_;
   ddp_op_t op = a->op;
   long wrong = 0;
@@ -396,13 +415,13 @@ static int measure(const args_t *a, const char *algo, bufs_t *b, size_t bytes, i
   out->bytes = bytes;
   out->count = a->coll == C_ALLGATHER || a->coll == C_REDUCESCATTER ? count * (size_t)size_ : count;
   out->inplace = inplace;
-  char alg[32];
-  int fail = select_entry(a, algo, alg, sizeof alg) != DDP_OK;
-  for (int i = 0; i < a->warmup && !fail; i++) fail = run_once(a, algo, b, count, inplace) != DDP_OK;
+  call_t k;
+  int fail = prepare_call(a, algo, &k) != DDP_OK;
+  for (int i = 0; i < a->warmup && !fail; i++) fail = run_once(a, &k, b, count, inplace) != DDP_OK;
   /* Iterations: -n, fewer if one call already takes a large part of the budget. */
   int iters = a->iters;
   double t1 = MPI_Wtime();
-  if (!fail) fail = run_once(a, algo, b, count, inplace) != DDP_OK;
+  if (!fail) fail = run_once(a, &k, b, count, inplace) != DDP_OK;
   double one = MPI_Wtime() - t1, onemax = 0;
   MPI_Allreduce(&one, &onemax, 1, MPI_DOUBLE, MPI_MAX, raw_comm);
   if (onemax * iters > a->budget) iters = (int)(a->budget / (onemax > 0 ? onemax : 1)) + 1;
@@ -410,14 +429,14 @@ static int measure(const args_t *a, const char *algo, bufs_t *b, size_t bytes, i
   for (int rep = 0; rep < a->reps; rep++) {
     MPI_Barrier(raw_comm);
     double t0 = MPI_Wtime();
-    for (int i = 0; i < iters && !fail; i++) fail = run_once(a, algo, b, count, inplace) != DDP_OK;
+    for (int i = 0; i < iters && !fail; i++) fail = run_once(a, &k, b, count, inplace) != DDP_OK;
     double dt = (MPI_Wtime() - t0) / iters, m = 0;
     MPI_Allreduce(&dt, &m, 1, MPI_DOUBLE, MPI_MAX, raw_comm);
     if (rep == 0 || m < dtmax) dtmax = m;
   }
   long wrong = 0;
   if (a->check && !fail) {
-    wrong = check_once(a, algo, b, count, inplace);
+    wrong = check_once(a, &k, b, count, inplace);
     if (wrong < 0) fail = 1, wrong = 0;
   }
   int anyfail = 0;
@@ -629,9 +648,9 @@ int main(int argc, char **argv) {
         else {
           sum += r[ip]->busbw, nb++;
           if (r[ip]->wrong < 0)
-            printf("   %9.1f %8.2f %8.2f %6s", r[ip]->time_us, r[ip]->algbw, r[ip]->busbw, "N/A");
+            printf("   %9.2f %8.2f %8.2f %6s", r[ip]->time_us, r[ip]->algbw, r[ip]->busbw, "N/A");
           else
-            printf("   %9.1f %8.2f %8.2f %6ld", r[ip]->time_us, r[ip]->algbw, r[ip]->busbw, r[ip]->wrong);
+            printf("   %9.2f %8.2f %8.2f %6ld", r[ip]->time_us, r[ip]->algbw, r[ip]->busbw, r[ip]->wrong);
         }
       }
       printf("\n");
@@ -640,10 +659,11 @@ int main(int argc, char **argv) {
   }
   free(failed);
 
-  /* Comparison: busbw of each algorithm over mpi's (or the first algorithm's). */
+  /* Comparison: busbw of each algorithm over raw's, MPI_Allreduce as applications call it (or
+   * over the first algorithm's when raw is not in the list). */
   int refk = 0;
-  for (int k = 0; k < nalg; k++)
-    if (!strcmp(list[k], "mpi")) refk = k;
+  for (int k = nalg - 1; k >= 0; k--)
+    if (!strcmp(list[k], "raw")) refk = k;
   if (rank_ == 0 && nalg > 1) {
     printf("#\n# busbw relative to %s (out-of-place / in-place)\n#%12s", list[refk], "size");
     for (int k = 0; k < nalg; k++) printf(" %15s", list[k]);

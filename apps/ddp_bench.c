@@ -4,6 +4,11 @@
  * efficiency = compute_only_step / ddp_step, exposed communication and samples/s.
  * --sweep runs several reducer configurations side by side (overlap on/off, algorithms,
  * bucket caps, views off, hooks) against the same compute-only baseline.
+ * Every configuration is also checked once: one DDP step against a single-process reference
+ * step on the concatenated batch of all ranks (as tests/reducer_equiv.c): the averaged
+ * gradients must match the reference's within a tolerance (f32: 1e-4 relative, fp16/bf16
+ * hooks: 1e-2), else the row says WRONG and the exit status is 1. A reducer that returned a
+ * sum, or one rank's gradient, fails here even though every rank agrees.
  *
  *   mpirun -np 2 build/apps/ddp_bench --steps 30 [-J ddp_bench.json]
  *   mpirun -np 2 build/apps/ddp_bench --steps 30 --sweep -J sweep.json */
@@ -35,6 +40,9 @@ typedef struct result {
   double compute_ms, step_ms, exposed_ms, comm_ms, hidden, samples_per_s, efficiency;
   size_t nbuckets, wire_bytes;
   int wrong; /* parameters differ across ranks at the end */
+  double grad_err; /* checked step: worst relative L2 error of a gradient vs the reference */
+  double grad_tol;
+  int step_wrong;  /* checked step: gradients or parameters differ from the reference */
   char algo_used[32];
 } result_t;
 
@@ -199,6 +207,73 @@ static int point_grads(bench_t *b, ddp_reducer_t *r, const cfg_t *c) {
   return 0;
 }
 
+/* Relative L2 error of a gradient and the reference's: max over tensors. */
+static double grad_rel_err(const mlp_t *a, const mlp_t *ref) {
+  double worst = 0.0;
+  for (size_t i = 0; i < a->nparams; i++) {
+    double d = 0.0, n = 0.0;
+    for (size_t k = 0; k < a->count[i]; k++) {
+      double x = a->grad[i][k], y = ref->grad[i][k];
+      d += (x - y) * (x - y);
+      n += y * y;
+    }
+    double e = sqrt(d) / (sqrt(n) > 1e-30 ? sqrt(n) : 1e-30);
+    worst = e > worst ? e : worst;
+  }
+  return worst;
+}
+
+/* One DDP step of configuration c checked against a single process that takes the same step
+ * on the concatenated batch of every rank (samples 0 .. size*batch-1, the order of the ranks'
+ * batches): the averaged gradients within `tol` (relative L2 per tensor) and the parameters
+ * after SGD within 1e-5 relative (as tests/reducer_equiv.c; not with a fp16/bf16 hook, whose
+ * rounding the gradient tolerance covers). Rank 0 computes the reference; every rank gets the
+ * verdict. Returns 0 when both match. */
+static int check_step(bench_t *b, ddp_reducer_t *r, const cfg_t *c, double tol, double *err) {
+  size_t total = b->m.total;
+  float *before = malloc(total * sizeof(float));
+  if (!before) {
+    fprintf(stderr, "ddp_bench: out of memory (check)\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  memcpy(before, b->m.param_block, total * sizeof(float));
+  b->r = r;
+  int failed = point_grads(b, r, c) != 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (failed || step(b, c, b->lr) != 0) {
+    free(before);
+    return 1;
+  }
+  double res[2] = {0.0, 0.0}; /* worst gradient error, parameters out of tolerance */
+  if (b->rank == 0) {
+    int in = b->sizes[0], classes = b->sizes[b->nsizes - 1], n = b->batch * b->size;
+    mlp_t ref = {0};
+    float *x = malloc(sizeof(float) * (size_t)n * (size_t)in);
+    int *y = malloc(sizeof(int) * (size_t)n);
+    if (!x || !y || mlp_init(&ref, b->sizes, b->nsizes, n) != 0) {
+      fprintf(stderr, "ddp_bench: out of memory (reference model)\n");
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (int s = 0; s < n; s++) mlp_synth_sample(7, (uint64_t)s, in, classes, x + (size_t)s * in, &y[s]);
+    memcpy(ref.param_block, before, total * sizeof(float));
+    mlp_forward(&ref, x, y, n);
+    mlp_backward(&ref, x, y, n, 0, NULL, NULL);
+    mlp_sgd(&ref, b->lr);
+    res[0] = grad_rel_err(&b->m, &ref);
+    for (size_t e = 0; e < total && c->hook == DDP_HOOK_NONE; e++) {
+      double p = b->m.param_block[e], q = ref.param_block[e];
+      res[1] += fabs(p - q) > 1e-5 * fmax(fabs(q), 1e-2);
+    }
+    mlp_free(&ref);
+    free(x);
+    free(y);
+  }
+  free(before);
+  MPI_Bcast(res, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  *err = res[0];
+  return !(res[0] <= tol) || res[1] > 0;
+}
+
 /* All configurations run side by side: each measured iteration does one compute-only step and
  * one DDP step per configuration, in an order that rotates every iteration, so load from other
  * processes on the machine shifts every figure alike. Means over --steps, the slowest rank's. */
@@ -252,6 +327,12 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
       if (s >= 0) sum[k] += dt, mins[k] = dt < mins[k] ? dt : mins[k], td[(size_t)k * b->steps + s] = dt;
     }
   }
+  /* One checked step per configuration, against the single-process reference. */
+  for (int k = 0; k < n; k++) {
+    res[k].grad_tol = cfgs[k].hook == DDP_HOOK_NONE ? 1e-4 : 1e-2;
+    res[k].step_wrong = check_step(b, rs[k], &cfgs[k], res[k].grad_tol, &res[k].grad_err);
+  }
+  b->r = NULL;
   b->compute_ms = max_over_ranks(median(tc, b->steps) * 1e3);
   double comp_mean = max_over_ranks(comp * 1e3 / b->steps);
   /* Like nccl-tests' #wrong: the run fails unless every rank ends with the same parameters. */
@@ -305,11 +386,12 @@ static const char *hook_name(ddp_hook_t h) {
 }
 
 static void print_row(const bench_t *b, const result_t *r) {
-  printf("%-22s %3d %9zu %10.2f %9.2f %7.3f %8.3f %9.2f %8.2f %6.0f%% %9.0f %4zu %7.1f %-12s %-3s %-3s %s\n",
+  printf("%-22s %3d %9zu %10.2f %9.2f %7.3f %8.3f %9.2f %8.2f %6.0f%% %9.0f %4zu %7.1f %-12s %-3s %-3s %-4s %8.1e%s\n",
          r->cfg.label, b->size, b->m.total, r->compute_ms, r->step_ms, r->efficiency,
          r->compute_min_ms / r->step_min_ms, r->exposed_ms,
          r->comm_ms, r->hidden * 100.0, r->samples_per_s, r->nbuckets, r->cfg.cap_mb, r->algo_used,
-         r->cfg.overlap ? "on" : "off", r->cfg.views ? "on" : "off", hook_name(r->cfg.hook));
+         r->cfg.overlap ? "on" : "off", r->cfg.views ? "on" : "off", hook_name(r->cfg.hook),
+         r->grad_err, r->step_wrong || r->wrong ? " WRONG" : "");
 }
 
 static void json_row(FILE *fp, const bench_t *b, const result_t *r) {
@@ -320,14 +402,16 @@ static void json_row(FILE *fp, const bench_t *b, const result_t *r) {
           "\"samples_per_s\":%.1f,\"bucket_cap_mb\":%g,\"first_bucket_mb\":%g,\"nbuckets\":%zu,"
           "\"wire_bytes\":%zu,\"algo\":\"%s\",\"overlap\":%s,\"views\":%s,\"hook\":\"%s\",\"device\":\"%s\","
           "\"predivided\":%s,\"compute_only_min_ms\":%.4f,\"ddp_step_min_ms\":%.4f,\"efficiency_best\":%.4f,"
-          "\"compute_only_mean_ms\":%.4f,\"ddp_step_mean_ms\":%.4f,\"efficiency_mean\":%.4f}",
+          "\"compute_only_mean_ms\":%.4f,\"ddp_step_mean_ms\":%.4f,\"efficiency_mean\":%.4f,"
+          "\"grad_rel_err\":%.3e,\"grad_tol\":%.1e,\"wrong\":%s}",
           r->cfg.label, b->size, b->m.total, b->batch, b->steps, r->compute_ms, r->step_ms,
           r->efficiency, r->exposed_ms, r->comm_ms, r->hidden, r->samples_per_s, r->cfg.cap_mb,
           r->cfg.first_mb, r->nbuckets, r->wire_bytes, r->algo_used, r->cfg.overlap ? "true" : "false",
           r->cfg.views ? "true" : "false", hook_name(r->cfg.hook), b->device_cuda ? "cuda" : "host",
           r->cfg.predivided ? "true" : "false", r->compute_min_ms, r->step_min_ms,
           r->compute_min_ms / r->step_min_ms, r->compute_mean_ms, r->step_mean_ms,
-          r->compute_mean_ms / r->step_mean_ms);
+          r->compute_mean_ms / r->step_mean_ms, r->grad_err, r->grad_tol,
+          r->wrong || r->step_wrong ? "true" : "false");
 }
 
 int main(int argc, char **argv) {
@@ -463,11 +547,14 @@ int main(int argc, char **argv) {
            "# DDP step per configuration, interleaved in a rotating order; efficiency = compute_ms / ddp_ms (medians over\n"
            "# the steps, slowest rank; means are in the JSON);\n"
            "# eff_best = fastest compute-only step / fastest DDP step (the figure least disturbed by other load)\n");
-    printf("# every configuration checks that all ranks end with bitwise identical parameters; predivided: the loss\n"
+    printf("# every configuration checks that all ranks end with bitwise identical parameters, and one step against a\n"
+           "# single process on the concatenated batch of all ranks: grad_err = worst relative L2 error of an averaged\n"
+           "# gradient (limit 1e-4, 1e-2 with a fp16/bf16 hook; without a hook also parameters after SGD within 1e-5);\n"
+           "# predivided: the loss\n"
            "# carries 1/world and the reducer sums (same averaged gradients, no division pass)\n");
-    printf("%-22s %3s %9s %10s %9s %7s %8s %9s %8s %7s %9s %4s %7s %-12s %-3s %-3s %s\n", "# config", "np",
+    printf("%-22s %3s %9s %10s %9s %7s %8s %9s %8s %7s %9s %4s %7s %-12s %-3s %-3s %-4s %8s\n", "# config", "np",
            "params", "compute_ms", "ddp_ms", "effic", "eff_best", "exposed", "comm_ms", "hidden", "samples/s", "bkts",
-           "cap_mb", "algo", "ovl", "vw", "hook");
+           "cap_mb", "algo", "ovl", "vw", "hook", "grad_err");
     for (int k = 0; k < ncfg; k++) print_row(&b, &res[k]);
     if (ncfg > 1)
       for (int k = 1; k < ncfg; k++)
@@ -499,9 +586,14 @@ int main(int argc, char **argv) {
     if (b.dgrad[i]) ddp_device_free(&b.comm, b.dgrad[i]);
   }
   if (b.stream) ddp_stream_destroy(&b.comm, b.stream);
-  int wrong = 0;
-  for (int k = 0; k < ncfg; k++) wrong |= res[k].wrong;
+  int wrong = 0, step_wrong = 0;
+  for (int k = 0; k < ncfg; k++) wrong |= res[k].wrong, step_wrong |= res[k].step_wrong;
   if (wrong && b.rank == 0) printf("# WRONG: parameters differ across ranks after a DDP run\n");
+  for (int k = 0; k < ncfg && b.rank == 0; k++)
+    if (res[k].step_wrong)
+      printf("# WRONG: '%s': one DDP step differs from the single-process step on the concatenated batch "
+             "(gradient error %.3g, limit %.0e)\n", res[k].cfg.label, res[k].grad_err, res[k].grad_tol);
+  wrong |= step_wrong;
   free(b.x);
   free(b.labels);
   mlp_free(&b.m);

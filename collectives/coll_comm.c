@@ -101,6 +101,7 @@ ddp_status_t ddp__coll_comm_init(ddp__comm_t *c) {
 void ddp__coll_comm_fini(ddp__comm_t *c) {
   ddp__coll_t *cs = c->coll;
   if (!cs) return;
+  ddp__coll_mpi_watch_stop(cs);
   ddp__coll_engine_stop(cs);
   ddp__shm_free(cs);
   ddp__pool_free_all(cs);

@@ -136,7 +136,10 @@ static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", 
 static ddp_status_t execute(struct ddp_request *r) {
   ddp__comm_t *c = r->c;
   ddp__coll_t *cs = c->coll;
-  cs->seq++;
+  /* Only the thread holding cs->exec writes seq; others read it (diagnostics): a plain
+   * store, no locked increment on every collective. */
+  atomic_store_explicit(&cs->seq, atomic_load_explicit(&cs->seq, memory_order_relaxed) + 1,
+                        memory_order_release);
   if (c->cfg.check) {
     ddp__coll_fp_t fp = {cs->seq, (int)r->kind, -1, -1, (uint64_t)r->count, -1};
     if (r->kind != DDP__COLL_BARRIER) fp.dtype = (int)r->dtype;
@@ -238,6 +241,18 @@ static ddp_status_t submit(struct ddp_request *r, int blocking) {
     r->done = 1;
     return DDP_OK;
   }
+  /* Blocking with nothing queued or running: execute here. The common case takes one lock
+   * (exec, tried) instead of two: a request queued after this check runs after this call,
+   * which is posting order. */
+  if (blocking && atomic_load(&cs->pending) == 0 && pthread_mutex_trylock(&cs->exec) == 0) {
+    if (atomic_load(&cs->pending) == 0) {
+      execute_record(r);
+      pthread_mutex_unlock(&cs->exec);
+      r->done = 1;
+      return DDP_OK;
+    }
+    pthread_mutex_unlock(&cs->exec);
+  }
   pthread_mutex_lock(&cs->mu);
   if (blocking && cs->pending == 0) {
     /* Nothing queued or running: execute here. Lock order is mu -> exec everywhere. */
@@ -278,9 +293,11 @@ static ddp_status_t check_opts(const ddp_coll_opts_t *opts) {
   if (!opts) return DDP_OK;
   DDP_CHECK_ARG((int)opts->mem >= 0 && opts->mem < DDP_MEM_COUNT,
                 "opts->mem is %d: not a ddp_mem_t (host=0, cuda=1)", (int)opts->mem);
-  if (opts->algo)
-    DDP_CHECK_ARG(strlen(opts->algo) < 16, "opts->algo '%.32s' is too long to be an algorithm name",
-                  opts->algo);
+  if (opts->algo) {
+    size_t len = 0; /* bounded, inline: this runs on every call */
+    while (len < 16 && opts->algo[len]) len++;
+    DDP_CHECK_ARG(len < 16, "opts->algo '%.32s' is too long to be an algorithm name", opts->algo);
+  }
   return DDP_OK;
 }
 
@@ -300,8 +317,9 @@ static ddp_status_t check_op(ddp_op_t op) {
 
 /* count elements of es bytes, times `mult` blocks, must fit in size_t and be addressable. */
 static ddp_status_t check_count(size_t count, size_t es, size_t mult, const char *name) {
-  size_t lim = ((size_t)1 << 62) / es / mult;
-  DDP_CHECK_ARG(count <= lim, "%s %zu overflows: %zu elements of %zu bytes (x%zu) exceed the "
+  size_t bytes = 0; /* one multiplication, no division: this runs on every call */
+  int fits = !__builtin_mul_overflow(count, es * mult, &bytes) && bytes <= ((size_t)1 << 62);
+  DDP_CHECK_ARG(fits, "%s %zu overflows: %zu elements of %zu bytes (x%zu) exceed the "
                 "address space", name, count, count, es, mult);
   return DDP_OK;
 }
@@ -314,21 +332,24 @@ static int overlap(const void *a, size_t na, const void *b, size_t nb) {
 /* Requests are built on the caller's stack; post() copies non-blocking ones to the heap. */
 static void init_request(ddp__comm_t *c, ddp__coll_kind_t kind, const ddp_coll_opts_t *opts,
                          struct ddp_request *r) {
-  memset(r, 0, offsetof(struct ddp_request, msg));
-  r->msg[0] = '\0';
+  /* Field by field rather than a memset of the whole request: this runs on every call. */
   r->c = c;
   r->kind = kind;
+  r->send = NULL;
+  r->recv = NULL;
+  r->count = 0;
+  r->dtype = DDP_F32;
+  r->op = DDP_SUM;
   r->root = -1;
-  ddp_coll_opts_default(&r->opts);
-  if (opts) {
-    r->opts = *opts;
-    if (opts->algo) { /* length checked by check_opts */
-      size_t i = 0;
-      for (; opts->algo[i] && i + 1 < sizeof r->algo_name; i++) r->algo_name[i] = opts->algo[i];
-      r->algo_name[i] = '\0';
-      r->opts.algo = r->algo_name;
-    }
-  }
+  r->algo_name[0] = '\0';
+  r->algo = NULL;
+  r->done = 0;
+  r->st = DDP_OK;
+  r->next = NULL;
+  r->msg[0] = '\0';
+  if (opts) r->opts = *opts; /* opts.algo stays the caller's string: post() copies it for a
+                               * non-blocking request, which outlives the call */
+  else ddp_coll_opts_default(&r->opts);
 }
 
 ddp_status_t ddp_coll_opts_default(ddp_coll_opts_t *opts) {
@@ -358,7 +379,12 @@ static ddp_status_t post(struct ddp_request *r, ddp_request_t **req) {
     return ddp__error(DDP_ENOMEM, "collective request: out of memory");
   }
   memcpy(h, r, sizeof *h);
-  if (r->opts.algo == r->algo_name) h->opts.algo = h->algo_name;
+  if (r->opts.algo) { /* length checked by check_opts */
+    size_t i = 0;
+    for (; r->opts.algo[i] && i + 1 < sizeof h->algo_name; i++) h->algo_name[i] = r->opts.algo[i];
+    h->algo_name[i] = '\0';
+    h->opts.algo = h->algo_name;
+  }
   ddp__comm_retain(h->c);
   ddp_status_t st = submit(h, 0);
   if (st != DDP_OK) {

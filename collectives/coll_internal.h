@@ -152,6 +152,7 @@ typedef struct ddp__pool_win {
 } ddp__pool_win_t;
 
 typedef struct ddp__shm ddp__shm_t; /* allreduce_shm.c */
+typedef struct ddp__mpi_watch ddp__mpi_watch_t; /* allreduce_mpi.c */
 
 typedef struct ddp__coll {
   ddp__comm_t *c;
@@ -163,7 +164,7 @@ typedef struct ddp__coll {
   pthread_cond_t cv_done;  /* waiters sleep here */
   pthread_mutex_t exec;    /* held while a collective executes (engine or inline) */
   struct ddp_request *head, *tail;
-  int pending;             /* queued + executing non-blocking requests */
+  _Atomic int pending;     /* queued + executing non-blocking requests (changed under mu) */
   int thread_started, stop;
   pthread_t thread;
   _Atomic uint64_t seq;    /* collective sequence number (fingerprints, diagnostics); atomic:
@@ -175,6 +176,9 @@ typedef struct ddp__coll {
   MPI_Datatype half_type[2];        /* [0] f16, [1] bf16 */
   MPI_Op half_op[2][DDP_OP_COUNT];  /* avg slot unused */
   int half_ready;
+  /* watch thread over blocking MPI_Allreduce calls (mpi algorithm), started on first use */
+  ddp__mpi_watch_t *mpi_watch;
+  int mpi_watch_failed;
   /* node-shared memory */
   ddp__shm_t *shm;
   ddp__pool_win_t *pool;
@@ -193,6 +197,7 @@ DDP_HIDDEN ddp_status_t ddp__coll_engine_stop(ddp__coll_t *cs);
 
 DDP_HIDDEN ddp_status_t ddp__coll_mpi_types(ddp__coll_t *cs); /* allreduce_mpi.c */
 DDP_HIDDEN void ddp__coll_mpi_types_free(ddp__coll_t *cs);
+DDP_HIDDEN void ddp__coll_mpi_watch_stop(ddp__coll_t *cs);
 /* MPI datatype / op for a dtype (f16/bf16: the layer's own); avg maps to the sum op. */
 DDP_HIDDEN MPI_Datatype ddp__mpi_type(const ddp__coll_t *cs, ddp_dtype_t dtype);
 DDP_HIDDEN MPI_Op ddp__mpi_op(const ddp__coll_t *cs, ddp_dtype_t dtype, ddp_op_t op);

@@ -19,11 +19,19 @@ static void valid_list(char *buf, size_t cap) {
     o += (size_t)snprintf(buf + o, cap - o, ", %s", algos[i]->name);
 }
 
+/* Name comparisons run on every call: inline, no library call. */
+static int same_name(const char *a, const char *b) {
+  while (*a && *a == *b) a++, b++;
+  return *a == *b;
+}
+
 static const ddp__algo_t *by_name(const char *name) {
   for (size_t i = 0; i < NALGOS; i++)
-    if (!strcmp(algos[i]->name, name)) return algos[i];
+    if (same_name(algos[i]->name, name)) return algos[i];
   return NULL;
 }
+
+static int is_auto(const char *name) { return !name || !*name || same_name(name, "auto"); }
 
 /* `auto`: the first row whose topology matches and whose byte limit is not exceeded wins;
  * the algorithm must also accept the case, else the next matching row is tried. Rows:
@@ -31,7 +39,7 @@ static const ddp__algo_t *by_name(const char *name) {
 typedef struct {
   int topo;
   size_t max_bytes; /* inclusive; SIZE_MAX = no limit */
-  const char *algo;
+  const ddp__algo_t *algo;
 } row_t;
 
 /* Measured on the 2-core build machine (allreduce_bench, np 2 one node; np 4 as two virtual
@@ -42,12 +50,12 @@ typedef struct {
  * (8-15 us more per call, with libnbc's binomial or recursive doubling alike) while rhd, point
  * to point in the same wait loop, matched it: small messages across nodes take rhd. */
 static const row_t table[] = {
-    {1, SIZE_MAX, "shm"},
-    {2, (size_t)512 << 10, "rhd"},
-    {2, SIZE_MAX, "hier"},       /* needs equal node sizes, else the next matching row */
-    {2, (size_t)4 << 20, "mpi"},
-    {2, SIZE_MAX, "ring"},
-    {0, SIZE_MAX, "mpi"},
+    {1, SIZE_MAX, &ddp__algo_shm},
+    {2, (size_t)512 << 10, &ddp__algo_rhd},
+    {2, SIZE_MAX, &ddp__algo_hier}, /* needs equal node sizes, else the next matching row */
+    {2, (size_t)4 << 20, &ddp__algo_mpi},
+    {2, SIZE_MAX, &ddp__algo_ring},
+    {0, SIZE_MAX, &ddp__algo_mpi},
 };
 
 static int topo_matches(int topo, const ddp__ctx_t *x) {
@@ -62,12 +70,12 @@ static int topo_matches(int topo, const ddp__ctx_t *x) {
 ddp_status_t ddp__select(ddp__comm_t *c, const char *want, const ddp__ctx_t *x, const ddp__ar_t *a,
                          const ddp__algo_t **out) {
   const char *src = "opts->algo";
-  if (!want || !*want || !strcmp(want, "auto")) {
+  if (is_auto(want)) {
     want = c->cfg.allreduce_algo;
     src = "DDP_ALLREDUCE_ALGO";
   }
   char valid[128];
-  if (want && *want && strcmp(want, "auto") != 0) {
+  if (!is_auto(want)) {
     const ddp__algo_t *al = by_name(want);
     if (!al) {
       valid_list(valid, sizeof valid);
@@ -91,8 +99,8 @@ ddp_status_t ddp__select(ddp__comm_t *c, const char *want, const ddp__ctx_t *x, 
   size_t bytes = a->count * ddp_dtype_size(a->dtype);
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
     if (!topo_matches(table[i].topo, x) || bytes > table[i].max_bytes) continue;
-    const ddp__algo_t *al = by_name(table[i].algo);
-    if (al && !al->supports(x, a)) {
+    const ddp__algo_t *al = table[i].algo;
+    if (!al->supports(x, a)) {
       *out = al;
       return DDP_OK;
     }

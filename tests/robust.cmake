@@ -129,10 +129,28 @@ endif()
 ddp_add_test_exe(robust_fpcost robust_fpcost.c)
 ddp_add_mpi_test(NAME robust_fpcost_smoke_np2 EXE robust_fpcost NP 2 ARGS 1 LABELS quick robust
   TIMEOUT 60)
-# An 8-byte allreduce on the mpi algorithm (Open MPI's own collective) that one rank skips:
-# waited through the watchdog like every other call, so it ends in a report, not a hang.
+# An 8-byte allreduce on the mpi algorithm (the MPI library's blocking MPI_Allreduce under the
+# watch thread) that one rank skips: it ends in the watchdog's report, not a hang, and the
+# watch thread of the ranks blocked in MPI_Allreduce answers the stall inspector ("wait in the
+# same collective").
 ddp_add_robust_test(NAME robust_coll_hang_small_np3 EXE robust_coll NP 3 ARGS hang_abort
   EXPECT fail MAXS 15 TIMEOUT 60 LABELS quick robust
   ENV DDP_TIMEOUT_S=2 DDP_ALLREDUCE_ALGO=mpi ROBUST_HANG_COUNT=2
   CHECKS --want "mpiddp ABORT: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=2\\) waiting for collective #3 allreduce \\(algo mpi, 8 bytes, tag/bucket 7\\)"
+         --not "completed although")
+# Rank 2 enters 1.5 s late: when rank 0's deadline expires (2 s) rank 2 has waited 0.5 s
+# inside MPI_Allreduce, and only its watch thread can tell rank 0's stall inspector so; the
+# job ends (rank 0's abort, ~3 s) before rank 2's own deadline.
+ddp_add_robust_test(NAME robust_coll_hang_watch_np3 EXE robust_coll NP 3 ARGS hang_abort
+  EXPECT fail MAXS 15 TIMEOUT 60 LABELS quick robust
+  ENV DDP_TIMEOUT_S=2 DDP_ALLREDUCE_ALGO=mpi ROBUST_HANG_COUNT=2 ROBUST_LATE_MS=1500
+  CHECKS --want ":[0-9]+:0 mpiddp ABORT: watchdog: .* \\(algo mpi, 8 bytes, tag/bucket 7\\). peers that had not answered: 1 \\(stall inspector: rank 1 did not answer within 1.0 s \\(busy outside mpiddp, stalled or dead\\). 1 other rank\\(s\\) wait in the same collective\\)"
+         --not "completed although")
+# The same with DDP_ON_TIMEOUT=return: the mpi algorithm then posts MPI_Iallreduce and waits
+# through the watchdog, so the call returns DDP_ETIMEDOUT.
+ddp_add_robust_test(NAME robust_coll_hang_small_return_np3 EXE robust_coll NP 3 ARGS hang_return
+  EXPECT fail MAXS 15 TIMEOUT 60 LABELS quick robust
+  ENV DDP_TIMEOUT_S=2 DDP_ON_TIMEOUT=return DDP_ALLREDUCE_ALGO=mpi ROBUST_HANG_COUNT=2
+  CHECKS --want "ddp_wait returned .*timed out.*: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=2\\) waiting for collective #3 allreduce \\(algo mpi, 8 bytes"
+         --want "mpiddp ABORT: robust_coll: rank [02] gives up after DDP_ETIMEDOUT$"
          --not "completed although")

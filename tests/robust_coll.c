@@ -101,7 +101,10 @@ static void run_mismatch(ddp_comm_t *comm) {
 }
 
 /* 128 KB by default; ROBUST_HANG_COUNT=n uses n floats (the tiny-message paths must time
- * out too: robust_coll_hang_small_np3 forces the mpi algorithm on 8 bytes). */
+ * out too: robust_coll_hang_small_np3 forces the mpi algorithm on 8 bytes). ROBUST_LATE_MS=t:
+ * the last rank enters allreduce #3 t ms late, so that when the first rank's deadline
+ * expires, the last one is still inside its own wait and can only answer the stall inspector
+ * from there (for the mpi algorithm: from the watch thread, the caller being in MPI_Allreduce). */
 #define HANG_N 32768
 
 static void run_hang(ddp_comm_t *comm, int use_return, int desync) {
@@ -121,6 +124,8 @@ static void run_hang(ddp_comm_t *comm, int use_return, int desync) {
               ddp_last_error());
       return;
     }
+    const char *late = getenv("ROBUST_LATE_MS");
+    if (it == 2 && late && size_ > 2 && rank_ == size_ - 1) usleep((useconds_t)atoi(late) * 1000);
     if (it == 2 && rank_ == 1) {
       fprintf(stderr, "robust_coll: rank 1 skips allreduce #3 and sleeps\n");
       sleep_forever();
