@@ -14,11 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app_blas.h"
 #include "app_check.h"
 #include "ddp.h"
 #include "mlp.h"
-
-void openblas_set_num_threads(int num_threads);
 
 typedef struct cfg {
   char label[48];
@@ -331,6 +330,7 @@ static void json_row(FILE *fp, const bench_t *b, const result_t *r) {
 }
 
 int main(int argc, char **argv) {
+  app_blas_auto(argv); /* before MPI starts: may re-execute with a faster OpenBLAS kernel */
   bench_t b;
   memset(&b, 0, sizeof b);
   b.steps = 30;
@@ -400,6 +400,9 @@ int main(int argc, char **argv) {
   }
   APP_CHECK(ddp_comm_rank(&b.comm, &b.rank));
   APP_CHECK(ddp_comm_size(&b.comm, &b.size));
+  ddp_comm_info_t info;
+  APP_CHECK(ddp_comm_info(&b.comm, &info));
+  app_blas_note(info.local_rank == 0, 0);
   openblas_set_num_threads(1);
   if (mlp_init(&b.m, b.sizes, b.nsizes, b.batch) != 0) {
     fprintf(stderr, "ddp_bench: cannot build the model (out of memory?)\n");
@@ -454,6 +457,10 @@ int main(int argc, char **argv) {
     printf(", %zu parameters (%.1f MB of f32 gradients), per-rank batch %d, SGD, 1 BLAS thread per rank\n",
            b.m.total, (double)b.m.total * 4 / 1048576.0, b.batch);
     printf("# np %d, steps %d (+%d warmup), mpiddp %s, %s\n", b.size, b.steps, b.warmup, ddp_version(), ver);
+    char cpu[160], blas[256];
+    app_cpu_describe(cpu, sizeof cpu);
+    app_blas_describe(blas, sizeof blas);
+    printf("# CPU %s; BLAS %s\n", cpu, blas);
     if (b.device_cuda) {
       char dev[128];
       ddp_device_describe(&b.comm, dev, sizeof dev);
