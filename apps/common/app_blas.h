@@ -46,39 +46,63 @@ static inline int app_blas_kernel_is_vector(const char *core) {
   return 0;
 }
 
-/* The OpenBLAS kernel this CPU supports (as the OS has enabled its registers), or NULL. */
-static inline const char *app_blas_kernel_for_cpu(void) {
+/* The OpenBLAS kernels this CPU supports (as the OS has enabled their registers), best first,
+ * NULL-terminated; the first entry is NULL on a CPU without AVX2. Cooperlake is SkylakeX's
+ * kernels plus bf16 ones with other blocking: 95 against 81 GFLOP/s (sgemm 64x2048x2048, one
+ * thread) on an AVX512-BF16 Xeon, family 6 model 207. Older OpenBLAS releases do not accept
+ * every name in OPENBLAS_CORETYPE (0.3.21 does not list Cooperlake: it then detects by CPU
+ * features, which gives Cooperlake there; earlier ones fall back to Prescott), hence the list. */
+static inline const char *const *app_blas_kernels_for_cpu(void) {
+  static const char *const bf16[] = {"Cooperlake", "SkylakeX", "Haswell", NULL};
+  static const char *const avx512[] = {"SkylakeX", "Haswell", NULL};
+  static const char *const avx2[] = {"Haswell", NULL};
+  static const char *const none[] = {NULL};
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
       __builtin_cpu_supports("avx512cd"))
-    /* Cooperlake = SkylakeX's kernels plus bf16 ones, with larger blocking: 95 vs 81 GFLOP/s
-     * on sgemm 64x2048x2048 on an AVX512-BF16 Xeon (family 6 model 207). */
-    return __builtin_cpu_supports("avx512bf16") ? "Cooperlake" : "SkylakeX";
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
-  return NULL;
+    return __builtin_cpu_supports("avx512bf16") ? bf16 : avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return avx2;
+  return none;
 }
 
-/* Call first in main, before MPI_Init / ddp_init. Returns only when no switch is needed or
- * the re-exec failed. */
-static inline void app_blas_auto(char **argv) {
-  const char *from = getenv(APP_BLAS_FROM);
-  if (from) { /* we are the re-executed process */
-    snprintf(app_blas_state.from, sizeof app_blas_state.from, "%s", from);
-    unsetenv(APP_BLAS_FROM);
+static inline const char *app_blas_kernel_for_cpu(void) { return app_blas_kernels_for_cpu()[0]; }
+
+/* Re-executes this program with OPENBLAS_CORETYPE = candidate `k`, having found `generic`. */
+static inline void app_blas_reexec(char **argv, const char *generic, int k) {
+  char from[48];
+  snprintf(from, sizeof from, "%.31s/%d", generic, k);
+  if (setenv("OPENBLAS_CORETYPE", app_blas_kernels_for_cpu()[k], 1) != 0 ||
+      setenv(APP_BLAS_FROM, from, 1) != 0)
     return;
-  }
-  if (getenv("OPENBLAS_CORETYPE")) return; /* the user's choice */
-  const char *core = openblas_get_corename(), *want = app_blas_kernel_for_cpu();
-  const char *cfg = openblas_get_config();
-  if (!core || !want || app_blas_kernel_is_vector(core)) return;
-  if (!cfg || !strstr(cfg, "DYNAMIC_ARCH")) return; /* one kernel built in: app_blas_note warns */
-  if (setenv("OPENBLAS_CORETYPE", want, 1) != 0 || setenv(APP_BLAS_FROM, core, 1) != 0) return;
   fflush(NULL);
   execv("/proc/self/exe", argv);
   app_blas_state.exec_errno = errno ? errno : ENOEXEC;
   unsetenv("OPENBLAS_CORETYPE");
   unsetenv(APP_BLAS_FROM);
+}
+
+/* Call first in main, before MPI_Init / ddp_init. Returns when no switch is needed, when the
+ * switch worked, or when it cannot be made (app_blas_note then warns). */
+static inline void app_blas_auto(char **argv) {
+  const char *core = openblas_get_corename(), *from = getenv(APP_BLAS_FROM);
+  const char *const *cand = app_blas_kernels_for_cpu();
+  if (from) { /* we are the re-executed process: "Prescott/0" = generic kernel / candidate */
+    snprintf(app_blas_state.from, sizeof app_blas_state.from, "%s", from);
+    char *slash = strrchr(app_blas_state.from, '/');
+    int k = slash ? atoi(slash + 1) : 0;
+    if (slash) *slash = '\0';
+    unsetenv(APP_BLAS_FROM);
+    /* This OpenBLAS did not take that name: try the next one the CPU supports. */
+    if (core && !app_blas_kernel_is_vector(core) && k >= 0 && k < 3 && cand[k] && cand[k + 1])
+      app_blas_reexec(argv, app_blas_state.from, k + 1);
+    return;
+  }
+  if (getenv("OPENBLAS_CORETYPE")) return; /* the user's choice */
+  const char *cfg = openblas_get_config();
+  if (!core || !cand[0] || app_blas_kernel_is_vector(core)) return;
+  if (!cfg || !strstr(cfg, "DYNAMIC_ARCH")) return; /* one kernel built in: app_blas_note warns */
+  app_blas_reexec(argv, core, 0);
 }
 
 /* "OpenBLAS 0.3.21, kernel Cooperlake (auto: the library chose Prescott for this CPU)". */
