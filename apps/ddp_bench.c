@@ -83,6 +83,17 @@ static double max_over_ranks(double v) {
   return o;
 }
 
+/* The model's GEMM phases on the timeline (DDP_TIMELINE; no-ops otherwise), beside the
+ * library's reducer and collective events: "fwd 1", "dW 2", "dX 2", "sgd". */
+static void on_trace(void *ctx, int begin, const char *what, int layer) {
+  bench_t *b = ctx;
+  char name[16];
+  if (layer >= 0) snprintf(name, sizeof name, "%s %d", what, layer);
+  else snprintf(name, sizeof name, "%s", what);
+  if (begin) ddp_timeline_begin(&b->comm, name, "compute", NULL);
+  else ddp_timeline_end(&b->comm, name, "compute", NULL);
+}
+
 static void on_ready(size_t i, void *ctx) {
   bench_t *b = ctx;
   ddp_status_t st = DDP_OK;
@@ -237,7 +248,9 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
          * must not be charged to the DDP step that follows. */
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
+        ddp_timeline_begin(&b->comm, "compute-only step", "bench", NULL);
         if (step(b, &cfgs[0], 0.0f) != 0) return 1;
+        ddp_timeline_end(&b->comm, "compute-only step", "bench", NULL);
         double dt = MPI_Wtime() - t0;
         if (s >= 0) comp += dt, comp_min = dt < comp_min ? dt : comp_min, tc[s] = dt;
         continue;
@@ -246,7 +259,11 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
       if (point_grads(b, rs[k], &cfgs[k]) != 0) return 1;
       MPI_Barrier(MPI_COMM_WORLD);
       double t1 = MPI_Wtime();
+      char span[64];
+      snprintf(span, sizeof span, "ddp step (%s)", cfgs[k].label);
+      ddp_timeline_begin(&b->comm, span, "bench", NULL);
       if (step(b, &cfgs[k], b->lr) != 0) return 1;
+      ddp_timeline_end(&b->comm, span, "bench", NULL);
       double dt = MPI_Wtime() - t1;
       if (s >= 0) sum[k] += dt, mins[k] = dt < mins[k] ? dt : mins[k], td[(size_t)k * b->steps + s] = dt;
     }
@@ -413,6 +430,8 @@ int main(int argc, char **argv) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   mlp_init_params(&b.m, 42);
+  b.m.trace = on_trace;
+  b.m.trace_ctx = &b;
   int in = b.sizes[0], classes = b.sizes[b.nsizes - 1];
   b.x = malloc(sizeof(float) * (size_t)b.batch * (size_t)in);
   b.labels = malloc(sizeof(int) * (size_t)b.batch);
