@@ -20,20 +20,21 @@
  * waiting rank's test calls are what moves its transfers (Open MPI's shared-memory transport
  * copies a message inside the receiver's progress call). Measured on a 2-vCPU VM: naps
  * between tests (nanosleep: 30-90 us more than asked there) made a 1 MB MPI_Iallreduce 3.4x
- * slower, and each wake-up of a napping thread cost the compute thread it preempted on the
- * same core about 40 us (a 20 us nap loop slowed it by 67%); a thread polling with
- * sched_yield() cost that thread nothing measurable (it runs only when the core is otherwise
- * idle, or at a scheduler tick) while polling at full speed on an idle core. So a wait tests
- * for DDP__SPIN_S (a peer that arrives in step answers within microseconds), then tests and
- * yields the core until DDP__YIELD_S, and only a wait that long (a peer far behind) naps
- * between tests: an eighth of the time waited, within [DDP__NAP_MIN_S, DDP__NAP_MAX_S], so it
- * stops burning an idle core and oversleeps by a small fraction of its length. Oversubscribed
- * machines spin less: the peer may need this very core. */
+ * and a 64 MB one 1.15x slower, and each wake-up of a napping thread cost the compute thread
+ * it preempted on the same core about 40 us (a 20 us nap loop slowed it by 67%); a thread
+ * polling with sched_yield() cost that thread nothing measurable (it runs only when the core
+ * is otherwise idle, or at a scheduler tick) while polling at full speed on an idle core. So
+ * a wait tests for DDP__SPIN_S (a peer that arrives in step answers within microseconds),
+ * then tests and yields the core until DDP__YIELD_S (longer than a 64 MB allreduce takes
+ * here), and only a wait that long (a peer far behind) naps between tests: a sixteenth of the
+ * time waited, within [DDP__NAP_MIN_S, DDP__NAP_MAX_S], so it stops burning an idle core and
+ * oversleeps by a small fraction of its length. Oversubscribed machines spin less: the peer
+ * may need this very core. */
 #define DDP__SPIN_S 50e-6
 #define DDP__SPIN_OVERSUB_S 5e-6
-#define DDP__YIELD_S 20e-3
-#define DDP__NAP_MIN_S 200e-6
-#define DDP__NAP_MAX_S 2e-3
+#define DDP__YIELD_S 50e-3
+#define DDP__NAP_MIN_S 100e-6
+#define DDP__NAP_MAX_S 1e-3
 
 /* Stall inspector: when a wait expires without knowing which peers are missing (a wait on an
  * MPI collective request), the rank asks every other rank what it is doing. A rank that has
@@ -375,7 +376,7 @@ ddp_status_t ddp__wait_all(ddp__comm_t *c, int n, MPI_Request *reqs, const ddp__
       sched_yield();
       continue;
     }
-    double nap = waited * 0.125;
+    double nap = waited / 16.0;
     nap = nap < DDP__NAP_MIN_S ? DDP__NAP_MIN_S : nap > DDP__NAP_MAX_S ? DDP__NAP_MAX_S : nap;
     struct timespec ts = {0, (long)(nap * 1e9)};
     nanosleep(&ts, NULL);

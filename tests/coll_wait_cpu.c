@@ -2,7 +2,7 @@
  * (sleeping meanwhile), and rank 0's CPU time over the wait (every thread of the process:
  * caller, progress thread) must stay a small part of the wait. The shm algorithm sleeps on a
  * futex after a short spin (budget SHM_BUDGET); the MPI-request paths (mpi, ring) test, yield
- * the core for 20 ms, then nap (budget MPI_BUDGET). Each case blocking (the wait runs on the
+ * the core for 50 ms, then nap (budget MPI_BUDGET). Each case blocking (the wait runs on the
  * caller's thread) and non-blocking (the progress thread waits, the caller sleeps in
  * ddp_wait), at sizes that take shm's tiny, small-chunk and large paths; results are exact
  * (integer-valued f32). With a busy-polling wait rank 0 burns a whole core: the check fails.
@@ -15,7 +15,7 @@
 
 #include "ddp_test.h"
 
-#define DELAY_S 0.2
+#define DELAY_S 0.5
 #define SHM_BUDGET 0.05
 #define MPI_BUDGET 0.25
 
@@ -34,14 +34,14 @@ static double wall_s(void) {
 
 /* One case: returns rank 0's CPU fraction over the wait (-1 on other ranks). */
 static double one(ddp_comm_t *comm, int rank, const char *algo, size_t count, int nonblocking,
-                  float *buf) {
+                  float *buf, double delay_s) {
   for (size_t i = 0; i < count; i++) buf[i] = (float)((rank + 1) * (int)(i % 1000));
   ddp_coll_opts_t o;
   ddp_coll_opts_default(&o);
   o.algo = algo;
   MPI_Barrier(MPI_COMM_WORLD);
-  if (rank != 0) {
-    struct timespec ts = {0, (long)(DELAY_S * 1e9)};
+  if (rank != 0 && delay_s > 0.0) {
+    struct timespec ts = {(time_t)delay_s, (long)((delay_s - (double)(time_t)delay_s) * 1e9)};
     nanosleep(&ts, NULL);
   }
   double w0 = wall_s(), c0 = cpu_s();
@@ -80,11 +80,11 @@ int main(int argc, char **argv) {
     if (!ddp_test_algo_usable(&comm, algos[a])) continue;
     double budget = a == 0 ? SHM_BUDGET : MPI_BUDGET;
     /* First use sets the algorithm up with MPI's own (busy-polling) collectives: not timed. */
-    one(&comm, rank, algos[a], counts[2], 0, buf);
+    one(&comm, rank, algos[a], counts[2], 0, buf, 0.0);
     for (int k = 0; k < 3; k++) {
       if (a > 0 && k == 1) continue; /* the MPI paths: smallest and largest */
       for (int nb = 0; nb < 2; nb++) {
-        double f = one(&comm, rank, algos[a], counts[k], nb, buf);
+        double f = one(&comm, rank, algos[a], counts[k], nb, buf, DELAY_S);
         if (rank != 0) continue;
         printf("%-4s %8zu B %-12s: rank 0 used %5.1f%% of a core while waiting %.0f ms for its peer (budget %.0f%%)\n",
                algos[a], counts[k] * sizeof(float), nb ? "non-blocking" : "blocking", 100.0 * f,
