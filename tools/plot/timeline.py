@@ -24,9 +24,10 @@ import sys
 
 def load(path):
     files = [path]
-    m = re.match(r"(.*?)(\d+)(\.json)$", path)
-    if m and not os.path.exists(path.replace(m.group(2) + m.group(3), "")):
-        files = sorted(glob.glob(m.group(1) + "*" + m.group(3))) or [path]
+    m = re.match(r"(.*\.)\d+\.json$", path)  # trace.%r.json: rank r's file, take every rank's
+    if m:
+        files = sorted(f for f in glob.glob(glob.escape(m.group(1)) + "*.json")
+                       if re.fullmatch(r"\d+\.json", f[len(m.group(1)):])) or [path]
     ev = []
     for f in files:
         with open(f) as fp:
