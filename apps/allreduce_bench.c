@@ -453,12 +453,17 @@ int main(int argc, char **argv) {
     return pr == -2 ? 0 : 2;
   }
   if (a.mem == M_CUDA && !ddp_device_available(&comm_)) {
+    /* Nothing to measure; a failure when a device was asked for (the emulation, a GPU). */
+    const char *emu = getenv("DDP_DEVICE_EMULATE"), *req = getenv("DDP_REQUIRE_GPU");
+    int asked = (emu && !strcmp(emu, "1")) || (req && !strcmp(req, "1"));
     char d[160] = "";
     ddp_device_describe(&comm_, d, sizeof d);
-    if (rank_ == 0) printf("# -M cuda: no device on this communicator (%s): skipping\n", d);
+    if (rank_ == 0)
+      printf("# -M cuda: no device on this communicator (%s): %s\n", d,
+             asked ? "FAILED (DDP_DEVICE_EMULATE=1 or DDP_REQUIRE_GPU=1 asked for one)" : "skipping");
     MPI_Comm_free(&raw_comm);
     ddp_finalize(&comm_);
-    return 0;
+    return asked ? 1 : 0;
   }
   if (!a.algos[0])
     snprintf(a.algos, sizeof a.algos, "%s",

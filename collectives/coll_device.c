@@ -14,7 +14,7 @@ static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", 
                                          "barrier"};
 
 /* ---- state --------------------------------------------------------------------------------- */
-static ddp_status_t devcoll_get(ddp__comm_t *c, ddp__devcoll_t **out) {
+ddp_status_t ddp__devcoll_get(ddp__comm_t *c, ddp__devcoll_t **out) {
   ddp__device_t *d = c->dev;
   if (d->coll) {
     *out = d->coll;
@@ -27,7 +27,6 @@ static ddp_status_t devcoll_get(ddp__comm_t *c, ddp__devcoll_t **out) {
   d->coll = dc; /* partially built state is freed by ddp__devcoll_free */
   DDP_TRY(d->impl->stream_create(d, &dc->s_d2h));
   DDP_TRY(d->impl->stream_create(d, &dc->s_h2d));
-  DDP_TRY(d->impl->event_create(d, &dc->ev_in));
   DDP_TRY(d->impl->event_create(d, &dc->ev_done));
   for (int i = 0; i < DDP__STAGE_MAX; i++) {
     DDP_TRY(d->impl->event_create(d, &dc->ev_d2h[i]));
@@ -53,7 +52,6 @@ void ddp__devcoll_free(ddp__device_t *d) {
     if (dc->ev_d2h[i]) d->impl->event_destroy(d, dc->ev_d2h[i]);
     if (dc->ev_h2d[i]) d->impl->event_destroy(d, dc->ev_h2d[i]);
   }
-  if (dc->ev_in) d->impl->event_destroy(d, dc->ev_in);
   if (dc->ev_done) d->impl->event_destroy(d, dc->ev_done);
   if (dc->s_d2h) d->impl->stream_destroy(d, dc->s_d2h);
   if (dc->s_h2d) d->impl->stream_destroy(d, dc->s_h2d);
@@ -61,15 +59,15 @@ void ddp__devcoll_free(ddp__device_t *d) {
   d->coll = NULL;
 }
 
-ddp_status_t ddp__devcoll_wait(ddp__devcoll_t *dc, ddp_event_t ev, const char *what) {
-  ddp__device_t *d = dc->d;
+ddp_status_t ddp__devcoll_spin(ddp__devcoll_t *dc, const char *what, const char *algo,
+                               ddp_status_t (*test)(void *arg, int *done), void *arg) {
   int done = 0;
-  DDP_TRY(d->impl->event_query(d, ev, &done));
+  DDP_TRY(test(arg, &done));
   if (done) return DDP_OK;
-  ddp__wait_desc_t desc = {dc->c->coll ? dc->c->coll->seq : 0, what, "device-event", 0, -1, NULL};
+  ddp__wait_desc_t desc = {dc->c->coll ? dc->c->coll->seq : 0, what, algo, 0, -1, NULL};
   double t0 = ddp__now();
   for (unsigned spins = 1;; spins++) {
-    DDP_TRY(d->impl->event_query(d, ev, &done));
+    DDP_TRY(test(arg, &done));
     if (done) return DDP_OK;
     if ((spins & 63) == 0) DDP_TRY(ddp__deadline_check(dc->c, t0, &desc));
     if (spins < 256) {
@@ -79,6 +77,21 @@ ddp_status_t ddp__devcoll_wait(ddp__devcoll_t *dc, ddp_event_t ev, const char *w
       nanosleep(&ts, NULL);
     }
   }
+}
+
+typedef struct {
+  ddp__device_t *d;
+  ddp_event_t ev;
+} event_arg_t;
+
+static ddp_status_t event_done(void *arg, int *done) {
+  event_arg_t *a = arg;
+  return a->d->impl->event_query(a->d, a->ev, done);
+}
+
+ddp_status_t ddp__devcoll_wait(ddp__devcoll_t *dc, ddp_event_t ev, const char *what) {
+  event_arg_t a = {dc->d, ev};
+  return ddp__devcoll_spin(dc, what, "device-event", event_done, &a);
 }
 
 ddp_status_t ddp__devcoll_pinned(ddp__devcoll_t *dc, void **buf, size_t *have, size_t want) {
@@ -224,28 +237,25 @@ static ddp_status_t device_run(ddp__comm_t *c, struct ddp__coll *cs, const ddp__
                                ddp__transport_t t, ddp_stream_t stream) {
   ddp__device_t *d = c->dev;
   ddp__devcoll_t *dc = NULL;
-  DDP_TRY(devcoll_get(c, &dc));
-  /* Everything the caller queued on its stream before this call comes first. */
-  DDP_TRY(d->impl->event_record(d, dc->ev_in, stream));
+  DDP_TRY(ddp__devcoll_get(c, &dc));
+  /* Everything the caller queued on its stream before posting this call comes first: the
+   * input event was recorded then (ddp__coll_device_post), not now. */
+  ddp_event_t ev_in = call->ev_in;
+  if (!ev_in) return ddp__error(DDP_EINTERNAL, "device collective without an input event");
   if (call->kind == DDP__COLL_BARRIER) {
-    DDP_TRY(ddp__devcoll_wait(dc, dc->ev_in, "barrier: caller's stream"));
+    DDP_TRY(ddp__devcoll_wait(dc, ev_in, "barrier: caller's stream"));
     return barrier_host(c, cs);
   }
   ddp_status_t st = DDP_OK;
-  if (t == DDP__TRANSPORT_NCCL) {
-    /* NCCL runs on the caller's stream itself: ordered by construction. */
-    DDP_TRY(ddp__nccl_run(dc, call, stream));
-    DDP_TRY(d->impl->event_record(d, dc->ev_done, stream));
-    return ddp__devcoll_wait(dc, dc->ev_done, "nccl collective on the caller's stream");
-  }
-  DDP_TRY(d->impl->stream_wait(d, dc->s_d2h, dc->ev_in));
-  DDP_TRY(d->impl->stream_wait(d, dc->s_h2d, dc->ev_in));
+  if (t == DDP__TRANSPORT_NCCL) return ddp__nccl_run(dc, call, stream);
+  DDP_TRY(d->impl->stream_wait(d, dc->s_d2h, ev_in));
+  DDP_TRY(d->impl->stream_wait(d, dc->s_h2d, ev_in));
   if (t == DDP__TRANSPORT_STAGED) {
     st = ddp__staged_run(dc, call);
   } else {
     /* MPI reads the device buffers directly: the host waits for the caller's stream work
      * (this event only, not the whole device) before posting anything. */
-    DDP_TRY(ddp__devcoll_wait(dc, dc->ev_in, "device collective: caller's stream"));
+    DDP_TRY(ddp__devcoll_wait(dc, ev_in, "device collective: caller's stream"));
     st = mpi_run(dc, call);
   }
   if (st != DDP_OK) {
@@ -260,6 +270,37 @@ static ddp_status_t device_run(ddp__comm_t *c, struct ddp__coll *cs, const ddp__
   return ddp__devcoll_wait(dc, dc->ev_done, "device collective: copies back");
 }
 
+static ddp_status_t no_device(ddp__comm_t *c, ddp__coll_kind_t kind) {
+  return ddp__error(DDP_ENOTSUP, "%s with opts->mem cuda: this communicator has no device "
+                                 "(%d CUDA device(s) visible%s; DDP_DEVICE_EMULATE=1 emulates one)",
+                    kind_names[kind], c->gpu_count,
+                    DDP_HAVE_CUDA ? "" : ", library built without CUDA");
+}
+
+ddp_status_t ddp__coll_device_post(ddp__comm_t *c, ddp__coll_kind_t kind, void *stream,
+                                   void **ev_in) {
+  ddp__device_t *d = c->dev;
+  *ev_in = NULL;
+  if ((int)kind < 0 || kind > DDP__COLL_BARRIER)
+    return ddp__error(DDP_EINVAL, "device collective: kind %d is invalid", (int)kind);
+  if (!d) return no_device(c, kind);
+  DDP_TRY(d->impl->bind(d));
+  DDP_TRY(d->impl->check_stream(d, stream, "opts->stream"));
+  ddp_event_t ev = NULL;
+  DDP_TRY(ddp__device_event_get(d, &ev));
+  ddp_status_t st = d->impl->event_record(d, ev, stream);
+  if (st != DDP_OK) {
+    ddp__device_event_put(d, ev);
+    return st;
+  }
+  *ev_in = ev;
+  return DDP_OK;
+}
+
+void ddp__coll_device_release(ddp__comm_t *c, void *ev_in) {
+  if (c->dev && ev_in) ddp__device_event_put(c->dev, ev_in);
+}
+
 ddp_status_t ddp__coll_device_run(ddp__comm_t *c, struct ddp__coll *cs,
                                   const ddp__dev_call_t *call) {
   if (!call) return ddp__error(DDP_EINVAL, "device collective: call is NULL");
@@ -267,10 +308,7 @@ ddp_status_t ddp__coll_device_run(ddp__comm_t *c, struct ddp__coll *cs,
     return ddp__error(DDP_EINVAL, "device collective: kind %d is invalid", (int)call->kind);
   ddp__device_t *d = c->dev;
   const char *kn = kind_names[call->kind];
-  if (!d)
-    return ddp__error(DDP_ENOTSUP, "%s with opts->mem cuda: this communicator has no device "
-                                   "(%d CUDA device(s) visible%s; DDP_DEVICE_EMULATE=1 emulates one)",
-                      kn, c->gpu_count, DDP_HAVE_CUDA ? "" : ", library built without CUDA");
+  if (!d) return no_device(c, call->kind);
   ddp__transport_t t = DDP__TRANSPORT_AUTO;
   DDP_TRY(ddp__device_pick_transport(c, NULL, &t));
   ddp_stream_t stream = call->opts ? call->opts->stream : NULL;

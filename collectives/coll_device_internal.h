@@ -16,7 +16,6 @@ typedef struct ddp__devcoll {
   /* Two streams so the copy to the host of chunk k+1 and the copy back of chunk k can run at
    * the same time (separate copy engines); s_h2d is also the CUDA-aware transport's stream. */
   ddp_stream_t s_d2h, s_h2d;
-  ddp_event_t ev_in;   /* recorded on the caller's stream: everything before the collective */
   ddp_event_t ev_done; /* recorded after our last write: the caller's stream waits on it */
   ddp_event_t ev_d2h[DDP__STAGE_MAX], ev_h2d[DDP__STAGE_MAX];
   void *stage[DDP__STAGE_MAX]; /* pinned, stage_bytes each */
@@ -27,7 +26,7 @@ typedef struct ddp__devcoll {
   size_t dscratch_bytes[DDP__SCRATCH_SLOTS];
   void *dtmp; /* device memory: reduce-scatter's full-size intermediate */
   size_t dtmp_bytes;
-  void *nccl; /* ncclComm_t, created on first use */
+  void *nccl; /* ncclComm_t, created on first use (failures: d->nccl_status, sticky) */
 } ddp__devcoll_t;
 
 /* The CUDA-aware MPI transport: device pointers straight to MPI_Isend/Irecv, reductions by
@@ -38,6 +37,12 @@ DDP_HIDDEN extern const ddp__xport_t ddp__xport_cuda;
  * waits), instead of blocking in cudaEventSynchronize where a stuck caller's stream would hang
  * the job silently. `what` names the wait in a timeout report. */
 DDP_HIDDEN ddp_status_t ddp__devcoll_wait(ddp__devcoll_t *dc, ddp_event_t ev, const char *what);
+/* The loop behind it: calls test(arg, &done) until done (or an error from test), yielding and
+ * then sleeping 20 us between calls, under the same watchdog; `algo` names it in a report. */
+DDP_HIDDEN ddp_status_t ddp__devcoll_spin(ddp__devcoll_t *dc, const char *what, const char *algo,
+                                          ddp_status_t (*test)(void *arg, int *done), void *arg);
+/* The communicator's device-collective state, created on first use (streams, events). */
+DDP_HIDDEN ddp_status_t ddp__devcoll_get(ddp__comm_t *c, ddp__devcoll_t **out);
 
 /* Pinned host memory that grows (freed and re-allocated when too small). */
 DDP_HIDDEN ddp_status_t ddp__devcoll_pinned(ddp__devcoll_t *dc, void **buf, size_t *have,
@@ -55,7 +60,7 @@ typedef ddp_status_t (*ddp__stage_fn)(void *arg, void *buf, size_t off, size_t c
  * to a pinned slot, runs fn on it, and copies the part of it that falls in elements
  * [lo, hi) back to dst + (element - lo) (dst NULL: nothing copied back). The copy in of chunk
  * k+1.. overlaps fn on chunk k and the copy back of chunk k-1. The streams already wait for
- * dc->ev_in; on return every copy has finished. */
+ * the call's input event; on return every copy has finished. */
 DDP_HIDDEN ddp_status_t ddp__staged_pipeline(ddp__devcoll_t *dc, const void *src, void *dst,
                                              size_t count, size_t es, size_t lo, size_t hi,
                                              ddp__stage_fn fn, void *arg);
@@ -67,6 +72,8 @@ DDP_HIDDEN ddp_status_t ddp__dev_allgather_ring(ddp__ctx_t *x, void *recv, size_
 
 /* Staged transport entry (coll_staged.c) and NCCL (coll_nccl.c). */
 DDP_HIDDEN ddp_status_t ddp__staged_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call);
+/* NCCL runs on dc->s_h2d after call->ev_in, and the caller's `stream` waits for it; returns
+ * when it has finished (watched for NCCL's asynchronous errors and by the watchdog). */
 DDP_HIDDEN ddp_status_t ddp__nccl_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call,
                                       ddp_stream_t stream);
 DDP_HIDDEN void ddp__nccl_free(ddp__devcoll_t *dc);

@@ -29,6 +29,7 @@ struct ddp_request {
   ddp_coll_opts_t opts;
   char algo_name[16];          /* copy of opts.algo (the caller's string may go away) */
   const ddp__algo_t *algo;     /* allreduce on host memory: chosen at post time */
+  void *ev_in;                 /* device memory: input event recorded at post time */
   int done;                    /* under cs->mu */
   ddp_status_t st;
   struct ddp_request *next;
@@ -145,7 +146,7 @@ static ddp_status_t execute(struct ddp_request *r) {
   }
   if (r->opts.mem == DDP_MEM_CUDA) {
     ddp__dev_call_t call = {r->kind, r->send, r->recv, r->count, r->dtype, r->op, r->root,
-                            &r->opts};
+                            &r->opts, r->ev_in};
     return ddp__coll_device_run(c, cs, &call);
   }
   size_t bytes = r->count * ddp_dtype_size(r->dtype);
@@ -173,10 +174,29 @@ static ddp_status_t execute(struct ddp_request *r) {
 static void execute_record(struct ddp_request *r) {
   r->st = execute(r);
   if (r->st != DDP_OK) snprintf(r->msg, sizeof r->msg, "%s", ddp_last_error());
+  if (r->ev_in) ddp__coll_device_release(r->c, r->ev_in);
+  r->ev_in = NULL;
+}
+
+/* Runs r on the caller's thread, which may not have bound the communicator's device yet. */
+static void execute_here(struct ddp_request *r) {
+  ddp_status_t st = ddp__device_bind_thread(r->c);
+  if (st == DDP_OK) {
+    execute_record(r);
+    return;
+  }
+  r->st = st;
+  snprintf(r->msg, sizeof r->msg, "%s", ddp_last_error());
+  if (r->ev_in) ddp__coll_device_release(r->c, r->ev_in);
+  r->ev_in = NULL;
 }
 
 static void *engine_main(void *arg) {
   ddp__coll_t *cs = arg;
+  /* Before anything else on this thread: the communicator's device is current, so CUDA-aware
+   * MPI and NCCL called from here work on it, not on device 0. A failure shows again, with
+   * its message, in the first device collective's own calls. */
+  (void)ddp__device_bind_thread(cs->c);
   pthread_mutex_lock(&cs->mu);
   for (;;) {
     while (!cs->head && !cs->stop) pthread_cond_wait(&cs->cv_work, &cs->mu);
@@ -214,7 +234,7 @@ static ddp_status_t submit(struct ddp_request *r, int blocking) {
   if (r->c->mpi_serialized) {
     pthread_mutex_lock(&cs->exec);
     if (blocking) atomic_fetch_add(&cs->idle_waiters, 1);
-    execute_record(r);
+    execute_here(r);
     if (blocking) atomic_fetch_sub(&cs->idle_waiters, 1);
     pthread_mutex_unlock(&cs->exec);
     r->done = 1;
@@ -226,7 +246,7 @@ static ddp_status_t submit(struct ddp_request *r, int blocking) {
     pthread_mutex_lock(&cs->exec);
     pthread_mutex_unlock(&cs->mu);
     atomic_fetch_add(&cs->idle_waiters, 1);
-    execute_record(r);
+    execute_here(r);
     atomic_fetch_sub(&cs->idle_waiters, 1);
     pthread_mutex_unlock(&cs->exec);
     r->done = 1;
@@ -328,20 +348,28 @@ ddp_status_t ddp_coll_opts_default(ddp_coll_opts_t *opts) {
 }
 
 /* Posts a prepared request: blocking runs it to completion here; non-blocking hands a heap
- * copy to the engine. */
+ * copy to the engine. A device collective records its input event on the caller's stream
+ * first: now, not when the engine gets to it. */
 static ddp_status_t post(struct ddp_request *r, ddp_request_t **req) {
+  if (r->opts.mem == DDP_MEM_CUDA)
+    DDP_TRY(ddp__coll_device_post(r->c, r->kind, r->opts.stream, &r->ev_in));
   if (!req) {
     ddp_status_t st = submit(r, 1);
     if (st == DDP_OK) st = finish_status(r);
+    else if (r->ev_in) ddp__coll_device_release(r->c, r->ev_in);
     return st;
   }
   struct ddp_request *h = malloc(sizeof *h);
-  if (!h) return ddp__error(DDP_ENOMEM, "collective request: out of memory");
+  if (!h) {
+    if (r->ev_in) ddp__coll_device_release(r->c, r->ev_in);
+    return ddp__error(DDP_ENOMEM, "collective request: out of memory");
+  }
   memcpy(h, r, sizeof *h);
   if (r->opts.algo == r->algo_name) h->opts.algo = h->algo_name;
   ddp__comm_retain(h->c);
   ddp_status_t st = submit(h, 0);
   if (st != DDP_OK) {
+    if (h->ev_in) ddp__coll_device_release(h->c, h->ev_in);
     ddp__comm_release(h->c);
     free(h);
     return st;

@@ -267,8 +267,17 @@ typedef struct ddp__dev_call {
   ddp_op_t op;
   int root;
   const ddp_coll_opts_t *opts; /* algo, stream, tag */
+  void *ev_in; /* ddp_event_t recorded on the caller's stream when the call was posted */
 } ddp__dev_call_t;
 
+/* At post time, on the caller's thread: checks that the communicator has a device and that
+ * `stream` is one of its streams, and records an input event on that stream, so the
+ * collective waits for the work queued before the call and not for work queued after it
+ * (backward kernels that follow a bucket's post). Release the event when the call has run
+ * (or was never queued). */
+DDP_HIDDEN ddp_status_t ddp__coll_device_post(ddp__comm_t *c, ddp__coll_kind_t kind,
+                                              void *stream, void **ev_in);
+DDP_HIDDEN void ddp__coll_device_release(ddp__comm_t *c, void *ev_in);
 DDP_HIDDEN ddp_status_t ddp__coll_device_run(ddp__comm_t *c, struct ddp__coll *cs,
                                              const ddp__dev_call_t *call);
 

@@ -51,6 +51,7 @@ typedef struct ddp__config {
   int cuda_aware;              /* DDP_CUDA_AWARE, -1 = probe, 0, 1 */
   char allreduce_algo[16];     /* DDP_ALLREDUCE_ALGO, "auto" default */
   int device_emulate;          /* DDP_DEVICE_EMULATE 0|1 */
+  int require_gpu;             /* DDP_REQUIRE_GPU 0|1: no CUDA device is an error, not host mode */
   size_t staging_chunk;        /* DDP_STAGING_CHUNK bytes (K/M/G), default 4 MiB */
   int staging_depth;           /* DDP_STAGING_DEPTH 2..4, default 3 */
   ddp__transport_t transport;  /* DDP_TRANSPORT=auto|mpi|staged|nccl */
@@ -122,6 +123,10 @@ typedef struct ddp__comm {
   int mpi_owned;      /* ddp_init initialised MPI: ddp_finalize finalises it */
   int mpi_serialized; /* thread level < MULTIPLE: all MPI on one thread */
   int gpu_count, device, cuda_aware, shm_ok;
+  int host_rank;      /* rank among the ranks of this real host (virtual nodes or not) */
+  int gpu_shared;     /* ranks of the world whose GPU another rank of their host also uses */
+  char gpu_busid[32]; /* PCI bus id of the bound GPU ("" without one) */
+  char gpu_shared_reason[224]; /* why a shared GPU rules NCCL out, the same text on every rank */
   char cuda_aware_reason[128];
   char host[64];
   ddp__config_t cfg;
@@ -145,6 +150,8 @@ DDP_HIDDEN void ddp__comm_release(ddp__comm_t *c);
  * order). Each layer implements its pair in its own file. */
 DDP_HIDDEN ddp_status_t ddp__device_comm_init(ddp__comm_t *c); /* GPU binding + probe */
 DDP_HIDDEN void ddp__device_comm_fini(ddp__comm_t *c);
+/* Makes the communicator's device current on the calling thread (no-op without a device). */
+DDP_HIDDEN ddp_status_t ddp__device_bind_thread(ddp__comm_t *c);
 DDP_HIDDEN ddp_status_t ddp__coll_comm_init(ddp__comm_t *c);
 DDP_HIDDEN void ddp__coll_comm_fini(ddp__comm_t *c);
 DDP_HIDDEN ddp_status_t ddp__guard_comm_init(ddp__comm_t *c);

@@ -28,10 +28,13 @@ ddp_status_t ddp__device_comm_init(ddp__comm_t *c) {
   d->kind = kind;
   d->impl = impl;
   ddp_status_t st = impl->init(d);
+  if (st == DDP_OK) st = impl->bind(d);
   if (st != DDP_OK) {
+    if (d->state) impl->fini(d);
     free(d);
     return st;
   }
+  pthread_mutex_init(&d->pool_mu, NULL);
   c->dev = d;
   DDP_LOG(c, DDP_LOG_INFO, "device layer: %s", d->desc);
   return DDP_OK;
@@ -40,10 +43,38 @@ ddp_status_t ddp__device_comm_init(ddp__comm_t *c) {
 void ddp__device_comm_fini(ddp__comm_t *c) {
   ddp__device_t *d = c->dev;
   if (!d) return;
+  d->impl->bind(d);
   ddp__devcoll_free(d);
+  for (int i = 0; i < d->npool; i++) d->impl->event_destroy(d, d->pool[i]);
+  pthread_mutex_destroy(&d->pool_mu);
   d->impl->fini(d);
   free(d);
   c->dev = NULL;
+}
+
+ddp_status_t ddp__device_bind_thread(ddp__comm_t *c) {
+  return c->dev ? c->dev->impl->bind(c->dev) : DDP_OK;
+}
+
+/* The pool is used from the posting threads and the progress engine at once: its own lock. */
+ddp_status_t ddp__device_event_get(ddp__device_t *d, ddp_event_t *ev) {
+  pthread_mutex_lock(&d->pool_mu);
+  ddp_event_t e = d->npool > 0 ? d->pool[--d->npool] : NULL;
+  pthread_mutex_unlock(&d->pool_mu);
+  if (e) {
+    *ev = e;
+    return DDP_OK;
+  }
+  return d->impl->event_create(d, ev);
+}
+
+void ddp__device_event_put(ddp__device_t *d, ddp_event_t ev) {
+  if (!ev) return;
+  pthread_mutex_lock(&d->pool_mu);
+  int kept = d->npool < (int)(sizeof d->pool / sizeof d->pool[0]);
+  if (kept) d->pool[d->npool++] = ev;
+  pthread_mutex_unlock(&d->pool_mu);
+  if (!kept) d->impl->event_destroy(d, ev);
 }
 
 /* The communicator's device, or DDP_ENOTSUP saying why there is none. */
@@ -55,6 +86,8 @@ static ddp_status_t get_dev(const ddp_comm_t *comm, ddp__device_t **out) {
                       "comm has no device (%d CUDA device(s) visible%s): set DDP_DEVICE_EMULATE=1 "
                       "for the host emulation",
                       c->gpu_count, DDP_HAVE_CUDA ? "" : ", library built without CUDA");
+  /* The calling thread works on this communicator's device from here on. */
+  DDP_TRY(c->dev->impl->bind(c->dev));
   *out = c->dev;
   return DDP_OK;
 }
@@ -334,6 +367,11 @@ ddp_status_t ddp__device_pick_transport(ddp__comm_t *c, const char *requested,
       break;
     case DDP__TRANSPORT_STAGED: break;
     case DDP__TRANSPORT_NCCL:
+      if (c->gpu_shared)
+        return ddp__error(DDP_ENOTSUP, "transport 'nccl': %s", c->gpu_shared_reason);
+      if (d->nccl_status != DDP_OK)
+        return ddp__error(DDP_ENOTSUP, "transport 'nccl' failed on this communicator before "
+                                       "and is not tried again: %s", d->nccl_reason);
       if (!DDP_HAVE_NCCL)
         return ddp__error(DDP_ENOTSUP, "transport 'nccl': this library was built without NCCL");
       if (d->kind != DDP_DEVICE_CUDA)

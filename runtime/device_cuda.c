@@ -1,25 +1,41 @@
 /* CUDA implementation of the device layer: cudaMalloc / cudaMallocHost (never managed memory),
  * non-blocking streams, timing-free events, and the reduction kernels of device_kernels.cu.
- * Each entry re-binds the communicator's device first: the progress engine and the
- * application's threads may all call in. */
+ * The device layer binds the device on every thread that calls in (each public call, the
+ * progress engine when it starts, a collective run on the caller's thread), so CUDA-aware MPI
+ * and NCCL find it current too; each entry here binds again as well (cheap when current), for
+ * applications that switch devices on their own threads between calls.
+ *
+ * The runtime keeps a per-thread "last error" that a failed call sets and cudaGetLastError()
+ * returns (and clears); the kernel launchers read it to learn whether their launch failed.
+ * So every error this file handles is also cleared here, including cudaEventQuery's
+ * cudaErrorNotReady, which is not a failure at all: left behind, it made the next kernel launch
+ * on the thread report "device not ready" (PyTorch's CUDAEvent::query clears it the same way).
+ * Sticky errors (a faulted context) cannot be cleared and are reported by every later call.
+ * tests/cuda_fake.c checks these paths against the fake runtime of tests/fake_cuda. */
 #include "device_internal.h"
 
-#if DDP_HAVE_CUDA
+#if DDP__CUDA_BACKEND
 #include <cuda_runtime_api.h>
 
-#define CU(call)                                                                          \
-  do {                                                                                    \
-    cudaError_t ddp__ce_ = (call);                                                        \
-    if (ddp__ce_ != cudaSuccess)                                                          \
-      return ddp__error(DDP_ECUDA, "%s failed: %s", #call, cudaGetErrorString(ddp__ce_)); \
+/* A failed runtime call: its error is reported (and so consumed) here, never left as the
+ * thread's last error for an unrelated later launch to pick up. */
+static ddp_status_t cu_fail(ddp_status_t st, cudaError_t e, const char *what) {
+  (void)cudaGetLastError();
+  return ddp__error(st, "%s failed: %s", what, cudaGetErrorString(e));
+}
+
+#define CU(call)                                                              \
+  do {                                                                        \
+    cudaError_t ddp__ce_ = (call);                                            \
+    if (ddp__ce_ != cudaSuccess) return cu_fail(DDP_ECUDA, ddp__ce_, #call);  \
   } while (0)
 
-#define KERNEL(call, what)                                                                  \
-  do {                                                                                      \
-    int ddp__ke_ = (call);                                                                  \
-    if (ddp__ke_ != 0)                                                                      \
-      return ddp__error(DDP_ECUDA, "%s kernel launch failed: %s", what,                     \
-                        cudaGetErrorString((cudaError_t)ddp__ke_));                         \
+/* The launchers return their launch's cudaGetLastError() (already cleared by that call), or the
+ * status of a cudaMemcpyAsync (f32 -> f32 convert), which cu_fail clears. */
+#define KERNEL(call, what)                                                                   \
+  do {                                                                                       \
+    int ddp__ke_ = (call);                                                                   \
+    if (ddp__ke_ != 0) return cu_fail(DDP_ECUDA, (cudaError_t)ddp__ke_, what " kernel launch"); \
   } while (0)
 
 static ddp_status_t bind(ddp__device_t *d) {
@@ -45,9 +61,11 @@ static ddp_status_t cu_dev_alloc(ddp__device_t *d, size_t bytes, void **ptr) {
   DDP_TRY(bind(d));
   void *p = NULL;
   cudaError_t e = cudaMalloc(&p, bytes);
-  if (e != cudaSuccess)
-    return ddp__error(e == cudaErrorMemoryAllocation ? DDP_ENOMEM : DDP_ECUDA,
-                      "cudaMalloc(%zu bytes) failed: %s", bytes, cudaGetErrorString(e));
+  if (e != cudaSuccess) {
+    char what[64];
+    snprintf(what, sizeof what, "cudaMalloc(%zu bytes)", bytes);
+    return cu_fail(e == cudaErrorMemoryAllocation ? DDP_ENOMEM : DDP_ECUDA, e, what);
+  }
   *ptr = p;
   return DDP_OK;
 }
@@ -55,7 +73,7 @@ static ddp_status_t cu_dev_alloc(ddp__device_t *d, size_t bytes, void **ptr) {
 static int mem_type(const void *ptr, int *device) {
   struct cudaPointerAttributes a;
   if (cudaPointerGetAttributes(&a, ptr) != cudaSuccess) {
-    cudaGetLastError();
+    (void)cudaGetLastError(); /* an unknown pointer is an answer, not an error to keep */
     return cudaMemoryTypeUnregistered;
   }
   if (device) *device = a.device;
@@ -81,9 +99,11 @@ static ddp_status_t cu_host_alloc(ddp__device_t *d, size_t bytes, void **ptr) {
   DDP_TRY(bind(d));
   void *p = NULL;
   cudaError_t e = cudaMallocHost(&p, bytes);
-  if (e != cudaSuccess)
-    return ddp__error(e == cudaErrorMemoryAllocation ? DDP_ENOMEM : DDP_ECUDA,
-                      "cudaMallocHost(%zu bytes) failed: %s", bytes, cudaGetErrorString(e));
+  if (e != cudaSuccess) {
+    char what[64];
+    snprintf(what, sizeof what, "cudaMallocHost(%zu bytes)", bytes);
+    return cu_fail(e == cudaErrorMemoryAllocation ? DDP_ENOMEM : DDP_ECUDA, e, what);
+  }
   *ptr = p;
   return DDP_OK;
 }
@@ -160,10 +180,13 @@ static ddp_status_t cu_event_query(ddp__device_t *d, ddp_event_t e, int *done) {
   DDP_TRY(bind(d));
   cudaError_t r = cudaEventQuery((cudaEvent_t)e);
   if (r == cudaErrorNotReady) {
+    /* "Not yet" is recorded as the thread's last error: clear it, or the next kernel launch
+     * on this thread (the launchers read cudaGetLastError) fails with "device not ready". */
+    (void)cudaGetLastError();
     *done = 0;
     return DDP_OK;
   }
-  CU(r);
+  if (r != cudaSuccess) return cu_fail(DDP_ECUDA, r, "cudaEventQuery");
   *done = 1;
   return DDP_OK;
 }
@@ -220,6 +243,7 @@ const ddp__devimpl_t ddp__devimpl_cuda = {
     .name = "cuda",
     .init = cu_init,
     .fini = cu_fini,
+    .bind = bind,
     .dev_alloc = cu_dev_alloc,
     .dev_free = cu_dev_free,
     .host_alloc = cu_host_alloc,

@@ -70,6 +70,27 @@ typedef struct emu {
 
 static emu_t *E(ddp__device_t *d) { return d->state; }
 
+/* The device current on each thread, as the CUDA runtime keeps one. CUDA runs a call made on a
+ * thread that never bound this device on device 0, silently; the emulation refuses it, so a
+ * code path that forgets to bind (the progress engine, a collective on the caller's thread)
+ * fails in CI instead of on a machine with several GPUs. */
+static _Thread_local const ddp__device_t *emu_current;
+
+static ddp_status_t emu_bind(ddp__device_t *d) {
+  emu_current = d;
+  return DDP_OK;
+}
+
+static ddp_status_t unbound(const char *fn) {
+  return ddp__error(DDP_EINTERNAL, "emulated device: %s called on a thread that has not bound "
+                                   "this communicator's device (CUDA would use another device)",
+                    fn);
+}
+#define BOUND(d)                                       \
+  do {                                                 \
+    if (emu_current != (d)) return unbound(__func__); \
+  } while (0)
+
 /* ---- kernels (run on the stream's thread) ------------------------------------------------ */
 static void k_scale_mul(void *buf, size_t n, ddp_dtype_t t, double factor) {
   size_t i;
@@ -207,6 +228,7 @@ static ddp_status_t resolve(emu_t *e, ddp_stream_t h, emu_stream_t **out) {
 }
 
 static ddp_status_t enqueue(ddp__device_t *d, ddp_stream_t h, const emu_op_t *tmpl) {
+  BOUND(d);
   emu_t *e = E(d);
   emu_op_t *o = malloc(sizeof *o);
   if (!o) return ddp__error(DDP_ENOMEM, "emulated stream operation: out of memory");
@@ -262,6 +284,7 @@ static ddp_status_t emu_check_event(ddp__device_t *d, ddp_event_t h, const char 
 }
 
 static ddp_status_t emu_stream_create(ddp__device_t *d, ddp_stream_t *out) {
+  BOUND(d);
   emu_t *e = E(d);
   emu_stream_t *s = NULL;
   pthread_mutex_lock(&e->mu);
@@ -283,6 +306,7 @@ static void stream_stop_locked(emu_t *e, emu_stream_t *s) {
 }
 
 static ddp_status_t emu_stream_destroy(ddp__device_t *d, ddp_stream_t h) {
+  BOUND(d);
   emu_t *e = E(d);
   pthread_mutex_lock(&e->mu);
   stream_stop_locked(e, h);
@@ -291,6 +315,7 @@ static ddp_status_t emu_stream_destroy(ddp__device_t *d, ddp_stream_t h) {
 }
 
 static ddp_status_t emu_stream_sync(ddp__device_t *d, ddp_stream_t h) {
+  BOUND(d);
   emu_t *e = E(d);
   pthread_mutex_lock(&e->mu);
   emu_stream_t *s = NULL;
@@ -302,6 +327,7 @@ static ddp_status_t emu_stream_sync(ddp__device_t *d, ddp_stream_t h) {
 
 /* ---- events ------------------------------------------------------------------------------ */
 static ddp_status_t emu_event_create(ddp__device_t *d, ddp_event_t *out) {
+  BOUND(d);
   emu_t *e = E(d);
   emu_event_t *v = calloc(1, sizeof *v);
   if (!v) return ddp__error(DDP_ENOMEM, "emulated event: out of memory");
@@ -315,6 +341,7 @@ static ddp_status_t emu_event_create(ddp__device_t *d, ddp_event_t *out) {
 }
 
 static ddp_status_t emu_event_destroy(ddp__device_t *d, ddp_event_t h) {
+  BOUND(d);
   emu_t *e = E(d);
   pthread_mutex_lock(&e->mu);
   for (emu_event_t **pp = &e->events; *pp; pp = &(*pp)->next) {
@@ -331,6 +358,7 @@ static ddp_status_t emu_event_destroy(ddp__device_t *d, ddp_event_t h) {
 }
 
 static ddp_status_t emu_event_record(ddp__device_t *d, ddp_event_t h, ddp_stream_t sh) {
+  BOUND(d);
   emu_t *e = E(d);
   emu_event_t *v = h;
   pthread_mutex_lock(&e->mu);
@@ -345,6 +373,7 @@ static ddp_status_t emu_event_record(ddp__device_t *d, ddp_event_t h, ddp_stream
 }
 
 static ddp_status_t emu_stream_wait(ddp__device_t *d, ddp_stream_t sh, ddp_event_t h) {
+  BOUND(d);
   emu_t *e = E(d);
   emu_event_t *v = h;
   emu_op_t o = {.kind = OP_WAIT};
@@ -357,6 +386,7 @@ static ddp_status_t emu_stream_wait(ddp__device_t *d, ddp_stream_t sh, ddp_event
 }
 
 static ddp_status_t emu_event_sync(ddp__device_t *d, ddp_event_t h) {
+  BOUND(d);
   emu_t *e = E(d);
   emu_event_t *v = h;
   pthread_mutex_lock(&e->mu);
@@ -367,6 +397,7 @@ static ddp_status_t emu_event_sync(ddp__device_t *d, ddp_event_t h) {
 }
 
 static ddp_status_t emu_event_query(ddp__device_t *d, ddp_event_t h, int *done) {
+  BOUND(d);
   emu_t *e = E(d);
   emu_event_t *v = h;
   pthread_mutex_lock(&e->mu);
@@ -415,15 +446,19 @@ static ddp_status_t free_tracked(emu_t *e, emu_alloc_t **list, void *ptr, const 
 }
 
 static ddp_status_t emu_dev_alloc(ddp__device_t *d, size_t bytes, void **ptr) {
+  BOUND(d);
   return alloc_tracked(E(d), &E(d)->dev, bytes, ptr, "device allocation");
 }
 static ddp_status_t emu_dev_free(ddp__device_t *d, void *ptr) {
+  BOUND(d);
   return free_tracked(E(d), &E(d)->dev, ptr, "device allocation");
 }
 static ddp_status_t emu_host_alloc(ddp__device_t *d, size_t bytes, void **ptr) {
+  BOUND(d);
   return alloc_tracked(E(d), &E(d)->pinned, bytes, ptr, "pinned host allocation");
 }
 static ddp_status_t emu_host_free(ddp__device_t *d, void *ptr) {
+  BOUND(d);
   return free_tracked(E(d), &E(d)->pinned, ptr, "pinned host allocation");
 }
 
@@ -527,6 +562,7 @@ const ddp__devimpl_t ddp__devimpl_emu = {
     .name = "emulated",
     .init = emu_init,
     .fini = emu_fini,
+    .bind = emu_bind,
     .dev_alloc = emu_dev_alloc,
     .dev_free = emu_dev_free,
     .host_alloc = emu_host_alloc,

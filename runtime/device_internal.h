@@ -9,6 +9,18 @@
 
 typedef struct ddp__device ddp__device_t;
 
+/* The CUDA backend (device_cuda.c, device_probe.c's binding) and the NCCL transport
+ * (collectives/coll_nccl.c) are compiled in CUDA builds, and against the fake CUDA runtime and
+ * NCCL of tests/fake_cuda (DDP_CUDA_FAKE) by the unit tests of their error handling, which run
+ * without a GPU. */
+#ifdef DDP_CUDA_FAKE
+#define DDP__CUDA_BACKEND 1
+#define DDP__NCCL_BACKEND 1
+#else
+#define DDP__CUDA_BACKEND DDP_HAVE_CUDA
+#define DDP__NCCL_BACKEND (DDP_HAVE_CUDA && DDP_HAVE_NCCL)
+#endif
+
 /* Every entry gets arguments already checked by device.c (live handles where the
  * implementation can tell, non-NULL pointers, valid dtypes/ops). Asynchronous entries queue
  * work on `stream` (NULL = the implementation's default stream). */
@@ -16,6 +28,11 @@ typedef struct ddp__devimpl {
   const char *name;
   ddp_status_t (*init)(ddp__device_t *d);
   void (*fini)(ddp__device_t *d);
+  /* Makes the device current on the calling thread (cudaSetDevice). Every thread that works
+   * on the device does this first: the public calls on the caller's thread, the progress
+   * engine when it starts, a blocking collective on the caller's thread. CUDA-aware MPI and
+   * NCCL then find the right device current too. */
+  ddp_status_t (*bind)(ddp__device_t *d);
   ddp_status_t (*dev_alloc)(ddp__device_t *d, size_t bytes, void **ptr);
   ddp_status_t (*dev_free)(ddp__device_t *d, void *ptr);
   ddp_status_t (*host_alloc)(ddp__device_t *d, size_t bytes, void **ptr);
@@ -53,7 +70,7 @@ typedef struct ddp__devimpl {
 } ddp__devimpl_t;
 
 DDP_HIDDEN extern const ddp__devimpl_t ddp__devimpl_emu;
-#if DDP_HAVE_CUDA
+#if DDP__CUDA_BACKEND
 DDP_HIDDEN extern const ddp__devimpl_t ddp__devimpl_cuda;
 #endif
 
@@ -68,7 +85,20 @@ struct ddp__device {
   int transport_set;            /* ddp_device_set_transport was called */
   ddp__transport_t transport;   /* then: its choice, else DDP_TRANSPORT */
   struct ddp__devcoll *coll; /* created on the first device collective */
+  /* Input events of posted device collectives: recorded on the caller's stream when the
+   * collective is posted (ddp__device_event_get), returned when it has run. */
+  pthread_mutex_t pool_mu;
+  ddp_event_t pool[16];
+  int npool;
+  /* NCCL's state is sticky: once creating or running the NCCL communicator failed, every
+   * later nccl collective fails at once with this reason instead of trying again. */
+  ddp_status_t nccl_status;
+  char nccl_reason[256];
 };
+
+/* An event from the pool (created when the pool is empty) and back. */
+DDP_HIDDEN ddp_status_t ddp__device_event_get(ddp__device_t *d, ddp_event_t *ev);
+DDP_HIDDEN void ddp__device_event_put(ddp__device_t *d, ddp_event_t ev);
 
 /* Freed by device_comm_fini (defined in collectives/coll_device.c). */
 DDP_HIDDEN void ddp__devcoll_free(ddp__device_t *d);
@@ -79,8 +109,9 @@ DDP_HIDDEN ddp_status_t ddp__device_pick_transport(ddp__comm_t *c, const char *r
                                                    ddp__transport_t *t);
 DDP_HIDDEN const char *ddp__transport_name(ddp__transport_t t);
 
-/* Kernel launchers in device_kernels.cu (CUDA builds): 0 or a cudaError_t value. */
-#if DDP_HAVE_CUDA
+/* Kernel launchers in device_kernels.cu (CUDA builds): 0 or a cudaError_t value (the launch's
+ * own: the device layer never leaves an error of its own behind as the thread's last error). */
+#if DDP__CUDA_BACKEND
 int ddp__cuda_reduce(void *dst, const void *src, size_t count, int dtype, int op, void *stream);
 int ddp__cuda_scale(void *buf, size_t count, int dtype, double factor, int divide, void *stream);
 int ddp__cuda_convert(void *dst, int dst_dtype, const void *src, int src_dtype, size_t count,

@@ -1,5 +1,6 @@
 # Helpers every tests/<area>.cmake uses.
 #   ddp_add_test_exe(<exe> <sources...>)          builds a test program linked to mpiddp
+#   ddp_add_internal_test_exe(<exe> <sources...>) the same, linked to mpiddp_static (internals)
 #   ddp_add_mpi_test(NAME n EXE e NP np [ARGS ...] [LABELS ...] [TIMEOUT s] [ENV K=V ...])
 #     registers `mpirun -np np e args` (NP 0: run as an MPI singleton, without mpirun).
 set(DDP_MPIEXEC ${MPIEXEC_EXECUTABLE})
@@ -20,6 +21,14 @@ endif()
 function(ddp_add_test_exe exe)
   add_executable(${exe} ${ARGN})
   target_link_libraries(${exe} PRIVATE mpiddp m)
+  target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common
+    ${PROJECT_SOURCE_DIR}/runtime ${PROJECT_SOURCE_DIR}/collectives ${PROJECT_SOURCE_DIR}/samplers)
+endfunction()
+
+# Programs that drive internal (ddp__, hidden) interfaces link the static library.
+function(ddp_add_internal_test_exe exe)
+  add_executable(${exe} ${ARGN})
+  target_link_libraries(${exe} PRIVATE mpiddp_static m)
   target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common
     ${PROJECT_SOURCE_DIR}/runtime ${PROJECT_SOURCE_DIR}/collectives ${PROJECT_SOURCE_DIR}/samplers)
 endfunction()

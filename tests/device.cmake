@@ -25,9 +25,21 @@ ddp_add_mpi_test(NAME gpu_coll_np2 EXE gpu_coll NP 2 LABELS gpu TIMEOUT 300
 # Benchmark harness: a smoke run on the emulation (every result checked), the real one on a GPU.
 ddp_add_test_exe(gpu_bench gpu_bench.c)
 ddp_add_mpi_test(NAME gpu_bench_emulated_np2 EXE gpu_bench NP 2
-  ARGS --emulate-ok -b 8 -e 1048576 -f 16 -n 3 -A staged,mpi,nccl LABELS "emulate;quick" TIMEOUT 60
+  ARGS --emulate -b 8 -e 1048576 -f 16 -n 3 -A staged,mpi,nccl LABELS "emulate;quick" TIMEOUT 60
   ENV DDP_DEVICE_EMULATE=1)
 ddp_add_mpi_test(NAME gpu_bench_np1 EXE gpu_bench NP 1 ARGS -e 67108864 -n 5 LABELS gpu TIMEOUT 300)
 ddp_add_mpi_test(NAME device_coll_timeout_np1 EXE device_coll NP 1 ARGS timeout
   LABELS "emulate;quick" TIMEOUT 60
   ENV DDP_DEVICE_EMULATE=1 DDP_TIMEOUT_S=1 DDP_ON_TIMEOUT=return DDP_DEBUG=NONE)
+
+# The CUDA backend, the GPU probe and the NCCL transport compiled against the fake CUDA runtime
+# and NCCL of tests/fake_cuda and run without a GPU (tests/cuda_fake.c): the thread's last CUDA
+# error, two ranks on one GPU, sticky NCCL failures, NCCL under the watchdog, the in-place
+# reduce-scatter offset rule. The fake replaces these three files of the static library.
+ddp_add_internal_test_exe(cuda_fake cuda_fake.c fake_cuda/fake_cuda.c
+  ${PROJECT_SOURCE_DIR}/runtime/device_cuda.c ${PROJECT_SOURCE_DIR}/runtime/device_probe.c
+  ${PROJECT_SOURCE_DIR}/collectives/coll_nccl.c)
+target_compile_definitions(cuda_fake PRIVATE DDP_CUDA_FAKE=1)
+target_include_directories(cuda_fake BEFORE PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/fake_cuda)
+ddp_add_mpi_test(NAME cuda_fake_np2 EXE cuda_fake NP 2 LABELS "emulate;quick" TIMEOUT 90
+  ENV DDP_DEVICE_EMULATE=1 DDP_ON_TIMEOUT=return DDP_TIMEOUT_S=1)

@@ -232,6 +232,68 @@ typedef struct {
   volatile int release, timed_out;
   int max_ms; /* 0: 3000 */
 } hold_t;
+/* A non-blocking collective waits for the work queued on its stream before it was posted, and
+ * not for work queued there after it (the backward kernels that follow a bucket's post): its
+ * input event is recorded when it is posted. To make the check deterministic the engine is first
+ * held busy by a collective on another stream, behind a closed gate, so it reaches ours only
+ * after the later work has been queued. */
+static int post_gate, post_late;
+static void post_gate_fn(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 10000 && !__atomic_load_n(&post_gate, __ATOMIC_ACQUIRE); i++) sleep_ms((void *)(intptr_t)1);
+}
+static void post_late_fn(void *arg) {
+  (void)arg;
+  sleep_ms((void *)(intptr_t)400);
+  __atomic_store_n(&post_late, 1, __ATOMIC_RELEASE);
+}
+
+static void test_post_order(const char *tp, ddp_stream_t s) {
+  ddp_comm_info_t info;
+  CHECK_OK(ddp_comm_info(&comm, &info));
+  if (info.thread_level < MPI_THREAD_MULTIPLE) return; /* non-blocking runs at post time there */
+  const size_t n = 3000;
+  ddp_stream_t s0 = NULL;
+  CHECK_OK(ddp_stream_create(&comm, &s0));
+  float *h = malloc(n * 4), *d0 = dev_alloc(n * 4), *d = dev_alloc(n * 4);
+  for (size_t i = 0; i < n; i++) h[i] = (float)(rank * 1000 + (int)i % 997);
+  CHECK_OK(ddp_memcpy_async(&comm, d0, h, n * 4, s0));
+  __atomic_store_n(&post_gate, 0, __ATOMIC_RELEASE);
+  __atomic_store_n(&post_late, 0, __ATOMIC_RELEASE);
+  ddp_coll_opts_t o;
+  ddp_coll_opts_default(&o);
+  o.mem = DDP_MEM_CUDA;
+  ddp_request_t *rq[2] = {NULL, NULL};
+  CHECK_OK(ddp_launch_host_func(&comm, s0, post_gate_fn, NULL));
+  o.stream = s0;
+  CHECK_OK(ddp_iallreduce(&comm, DDP_IN_PLACE, d0, n, DDP_F32, DDP_SUM, &o, &rq[0]));
+  CHECK_OK(ddp_memcpy_async(&comm, d, h, n * 4, s)); /* before the post: waited for */
+  o.stream = s;
+  CHECK_OK(ddp_iallreduce(&comm, DDP_IN_PLACE, d, n, DDP_F32, DDP_SUM, &o, &rq[1]));
+  CHECK_OK(ddp_launch_host_func(&comm, s, post_late_fn, NULL)); /* after the post: not */
+  __atomic_store_n(&post_gate, 1, __ATOMIC_RELEASE);
+  CHECK_OK(ddp_wait(&rq[0]));
+  CHECK_OK(ddp_wait(&rq[1]));
+  int late = __atomic_load_n(&post_late, __ATOMIC_ACQUIRE), any = 0;
+  MPI_Allreduce(&late, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  CHECK(!any, "[%s] a non-blocking allreduce waited for work queued on its stream after it was "
+        "posted (its input event was recorded when the engine ran it, not when it was posted)", tp);
+  CHECK_OK(ddp_memcpy_async(&comm, h, d, n * 4, s));
+  CHECK_OK(ddp_stream_synchronize(&comm, s));
+  int wrong = 0;
+  for (size_t i = 0; i < n; i++) {
+    float want = 0;
+    for (int r = 0; r < size; r++) want += (float)(r * 1000 + (int)i % 997);
+    wrong += h[i] != want;
+  }
+  CHECK(wrong == 0, "[%s] post-order allreduce: %d of %zu wrong", tp, wrong, n);
+  CHECK_OK(ddp_stream_synchronize(&comm, s0));
+  CHECK_OK(ddp_stream_destroy(&comm, s0));
+  CHECK_OK(ddp_device_free(&comm, d0));
+  CHECK_OK(ddp_device_free(&comm, d));
+  free(h);
+}
+
 static void hold_fn(void *arg) {
   hold_t *h = arg;
   int lim = h->max_ms ? h->max_ms : 3000;
@@ -336,12 +398,10 @@ int main(int argc, char **argv) {
   ddp_comm_size(&comm, &size);
 #ifdef DDP_TEST_GPU
   /* The same checks on a real GPU (label gpu), with NCCL too; skipped where there is none. */
-  char desc[128];
-  ddp_device_describe(&comm, desc, sizeof desc);
-  if (ddp_device_kind(&comm) != DDP_DEVICE_CUDA) {
-    if (rank == 0) printf("gpu_coll: SKIP: no CUDA device (device: %s)\n", desc);
+  int verdict = ddp_test_device_verdict(&comm, "gpu_coll", DDP_TEST_WANT_CUDA);
+  if (verdict) {
     ddp_finalize(&comm);
-    return 77;
+    return verdict;
   }
   const char *tps[] = {"staged", "mpi", "nccl"};
   const int ntps = 3;
@@ -369,6 +429,7 @@ int main(int argc, char **argv) {
         continue;
       }
       test_ordering(tps[k], s);
+      test_post_order(tps[k], s);
       test_allreduce(tps[k], s);
       test_others(tps[k], s);
       test_algos(tps[k], s);

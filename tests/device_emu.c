@@ -257,10 +257,10 @@ int main(int argc, char **argv) {
   } else {
 #ifdef DDP_TEST_GPU
     /* The same checks on a real GPU (label gpu): skipped with the reason where there is none. */
-    if (ddp_device_kind(&comm) != DDP_DEVICE_CUDA) {
-      if (rank == 0) printf("gpu_device: SKIP: no CUDA device (device: %s)\n", desc);
+    int verdict = ddp_test_device_verdict(&comm, "gpu_device", DDP_TEST_WANT_CUDA);
+    if (verdict) {
       ddp_finalize(&comm);
-      return 77;
+      return verdict;
     }
     if (rank == 0) printf("gpu_device: on %s\n", desc);
 #else

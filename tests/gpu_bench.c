@@ -2,12 +2,17 @@
  *   copy    device-to-device memcpy, pinned host<->device copies (the rates the targets use);
  *   kernel  the reduction kernel's memory traffic (2 reads + 1 write) against copy traffic;
  *   allreduce  f32 sum on device buffers for each transport side by side (staged, mpi, nccl),
- *           busbw = algbw * 2(n-1)/n as in nccl-tests; every result is checked (#wrong).
+ *           busbw = algbw * 2(n-1)/n as in nccl-tests. Every size and transport is checked
+ *           twice before it is timed (#wrong): in place and out of place, with inputs that
+ *           depend on the rank, the position and a fresh seed per check (a misplaced or stale
+ *           chunk is wrong), and the out-of-place output poisoned first (a transport that does
+ *           nothing is wrong, also at np=1, where an in-place sum of one rank is its input).
  * usage: gpu_bench [-b min_bytes] [-e max_bytes] [-f factor] [-n iters] [-A staged,mpi,nccl]
  *                  [-d f32|f16|bf16]
- *                  [-o out.json] [--emulate-ok]
- * Without a CUDA device it exits 77, unless --emulate-ok (then it runs on the emulation, for a
- * smoke test of the harness: numbers there are host memcpy speeds, not a GPU's). */
+ *                  [-o out.json] [--emulate]
+ * Without a CUDA device it exits 77 (1 with DDP_REQUIRE_GPU=1). --emulate runs it on the host
+ * emulation instead, for a check of the harness (numbers there are host memcpy speeds, not a
+ * GPU's); then no emulated device is a failure. */
 #include <float.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +71,7 @@ static ddp_status_t do_reduce(void *arg) {
 }
 
 typedef struct {
+  const void *send; /* DDP_IN_PLACE for the timed calls */
   void *d;
   size_t count;
 } ar_arg_t;
@@ -75,7 +81,78 @@ static ddp_status_t do_allreduce(void *arg) {
   ddp_coll_opts_t o;
   ddp_coll_opts_default(&o);
   o.mem = DDP_MEM_CUDA;
-  return ddp_allreduce(&comm, DDP_IN_PLACE, a->d, a->count, dt, DDP_SUM, &o);
+  return ddp_allreduce(&comm, a->send, a->d, a->count, dt, DDP_SUM, &o);
+}
+
+/* Input of rank r at position i for check number `seed`: an integer in [-11, 11] (sums over
+ * up to 23 ranks are exact in bf16), hashed so that no shift of a chunk or period matches. */
+static double input(int r, size_t i, unsigned seed) {
+  uint64_t x = ((uint64_t)i << 20) ^ ((uint64_t)(unsigned)r << 8) ^ seed;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return (double)(x % 23) - 11.0;
+}
+
+static long check_sum(const void *h, size_t count, unsigned seed) {
+  long wrong = 0;
+  for (size_t i = 0; i < count; i++) {
+    double want = 0;
+    for (int r = 0; r < size; r++) want += input(r, i, seed);
+    wrong += get(h, dt, i) != want;
+  }
+  return wrong;
+}
+
+static void fill(void *h, size_t count, unsigned seed) {
+  for (size_t i = 0; i < count; i++) put(h, dt, i, input(rank, i, seed));
+}
+
+static ddp_status_t upload(void *d, const void *h, size_t bytes) {
+  ddp_status_t st = ddp_memcpy_async(&comm, d, h, bytes, NULL);
+  return st == DDP_OK ? ddp_stream_synchronize(&comm, NULL) : st;
+}
+
+/* One checked in-place and one checked out-of-place allreduce of `count` elements with
+ * transport `tp`; returns the number of wrong elements (-1: a call failed). */
+static long checked_allreduce(const char *tp, void *d, void *d2, char *h, size_t count,
+                              unsigned *seed) {
+  size_t bytes = count * es;
+  long wrong = 0;
+  ddp_status_t st;
+  /* in place */
+  unsigned s1 = (*seed)++;
+  fill(h, count, s1);
+  ar_arg_t a = {DDP_IN_PLACE, d, count};
+  if ((st = upload(d, h, bytes)) != DDP_OK || (st = do_allreduce(&a)) != DDP_OK ||
+      (st = upload(h, d, bytes)) != DDP_OK) {
+    CHECK_OK(st);
+    return -1;
+  }
+  long w_in = check_sum(h, count, s1);
+  /* out of place, into a poisoned buffer (0xff bytes: NaN, or -1 for integers) */
+  unsigned s2 = (*seed)++;
+  fill(h, count, s2);
+  a = (ar_arg_t){d, d2, count};
+  if ((st = upload(d, h, bytes)) != DDP_OK || (st = ddp_memset_async(&comm, d2, 0xff, bytes, NULL)) != DDP_OK ||
+      (st = do_allreduce(&a)) != DDP_OK || (st = upload(h, d2, bytes)) != DDP_OK) {
+    CHECK_OK(st);
+    return -1;
+  }
+  long w_out = check_sum(h, count, s2);
+  /* ... which must leave its input alone */
+  if ((st = upload(h, d, bytes)) != DDP_OK) {
+    CHECK_OK(st);
+    return -1;
+  }
+  long w_send = 0;
+  for (size_t i = 0; i < count; i++) w_send += get(h, dt, i) != input(rank, i, s2);
+  wrong = w_in + w_out + w_send;
+  CHECK(wrong == 0, "allreduce %s %zu bytes: %ld wrong in place, %ld wrong out of place, %ld "
+        "input elements changed out of place", tp, bytes, w_in, w_out, w_send);
+  return wrong;
 }
 
 static int iters_for(size_t bytes, int base) {
@@ -161,31 +238,32 @@ static void bench_allreduce(size_t minb, size_t maxb, size_t factor, int iters, 
     printf("\n");
   }
   size_t maxcount = maxb / es ? maxb / es : 1;
-  void *d = NULL;
+  void *d = NULL, *d2 = NULL;
   char *h = malloc(maxcount * es);
-  if (ddp_device_malloc(&comm, maxcount * es, &d) != DDP_OK) {
-    if (rank == 0) printf("# cannot allocate %zu bytes: %s\n", maxcount * es, ddp_last_error());
-    CHECK(0, "allocation of the allreduce buffer failed");
+  if (!h || ddp_device_malloc(&comm, maxcount * es, &d) != DDP_OK ||
+      ddp_device_malloc(&comm, maxcount * es, &d2) != DDP_OK) {
+    if (rank == 0) printf("# cannot allocate 2 x %zu bytes: %s\n", maxcount * es, ddp_last_error());
+    CHECK(0, "allocation of the allreduce buffers failed");
+    ddp_device_free(&comm, d);
     free(h);
     return;
   }
+  unsigned seed = 1;
   for (size_t b = minb; b <= maxb; b *= factor) {
     size_t count = b / es ? b / es : 1;
     if (rank == 0) printf("  %12zu %10zu", count * es, count);
     for (int k = 0; k < ntp; k++) {
       CHECK_OK(ddp_device_set_transport(&comm, tps[k]));
-      /* one checked call: rank r contributes r+1 everywhere */
-      for (size_t i = 0; i < count; i++) put(h, dt, i, (double)(rank + 1));
-      CHECK_OK(ddp_memcpy_async(&comm, d, h, count * es, NULL));
-      CHECK_OK(ddp_stream_synchronize(&comm, NULL));
-      ar_arg_t a = {d, count};
-      CHECK_OK(do_allreduce(&a));
-      CHECK_OK(ddp_memcpy_async(&comm, h, d, count * es, NULL));
-      CHECK_OK(ddp_stream_synchronize(&comm, NULL));
-      long wrong = 0;
-      double want = (double)size * (size + 1) / 2;
-      for (size_t i = 0; i < count; i++) wrong += get(h, dt, i) != want;
-      CHECK(wrong == 0, "allreduce %s %zu bytes: %ld wrong", tps[k], count * es, wrong);
+      long mine[2] = {0, 0}, all[2] = {0, 0};
+      long w = checked_allreduce(tps[k], d, d2, h, count, &seed);
+      mine[0] = w < 0, mine[1] = w > 0 ? w : 0;
+      MPI_Allreduce(mine, all, 2, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+      if (all[0]) { /* a call failed (on some rank): nothing to time */
+        if (rank == 0) printf(" | %-6s %9s %8s %8s %6s", tps[k], "FAILED", "-", "-", "-");
+        continue;
+      }
+      long wrong = all[1]; /* over all ranks */
+      ar_arg_t a = {DDP_IN_PLACE, d, count};
       ddp_status_t st;
       double t = time_it(do_allreduce, &a, iters_for(b, iters), &st);
       CHECK_OK(st);
@@ -207,12 +285,13 @@ static void bench_allreduce(size_t minb, size_t maxb, size_t factor, int iters, 
     if (b > SIZE_MAX / factor) break;
   }
   ddp_device_free(&comm, d);
+  ddp_device_free(&comm, d2);
   free(h);
 }
 
 int main(int argc, char **argv) {
   size_t minb = 8, maxb = (size_t)1 << 30, factor = 4;
-  int iters = 20, emulate_ok = 0;
+  int iters = 20, emulate = 0;
   char list[64] = "staged,mpi,nccl";
   const char *out = NULL;
   for (int i = 1; i < argc; i++) {
@@ -222,7 +301,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "-n") && i + 1 < argc) iters = atoi(argv[++i]);
     else if (!strcmp(argv[i], "-A") && i + 1 < argc) snprintf(list, sizeof list, "%s", argv[++i]);
     else if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
-    else if (!strcmp(argv[i], "--emulate-ok")) emulate_ok = 1;
+    else if (!strcmp(argv[i], "--emulate")) emulate = 1;
     else if (!strcmp(argv[i], "-d") && i + 1 < argc) {
       if (ddp_dtype_parse(argv[++i], &dt) != DDP_OK || !(dt == DDP_F32 || dt == DDP_F16 || dt == DDP_BF16)) {
         fprintf(stderr, "gpu_bench: -d takes f32, f16 or bf16 (got '%s')\n", argv[i]);
@@ -247,11 +326,11 @@ int main(int argc, char **argv) {
   ddp_comm_size(&comm, &size);
   char desc[128];
   ddp_device_describe(&comm, desc, sizeof desc);
-  ddp_device_kind_t kind = ddp_device_kind(&comm);
-  if (kind != DDP_DEVICE_CUDA && !(emulate_ok && kind == DDP_DEVICE_EMULATED)) {
-    if (rank == 0) printf("gpu_bench: SKIP: no CUDA device (device: %s)\n", desc);
+  int verdict = ddp_test_device_verdict(&comm, "gpu_bench",
+                                        emulate ? DDP_TEST_WANT_EMULATED : DDP_TEST_WANT_CUDA);
+  if (verdict) {
     ddp_finalize(&comm);
-    return 77;
+    return verdict;
   }
   ddp_comm_info_t info;
   ddp_comm_info(&comm, &info);

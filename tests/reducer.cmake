@@ -29,8 +29,8 @@ endif()
 # Device-memory buckets through the public device API, under the host emulation.
 ddp_add_test_exe(reducer_device reducer_device.c)
 foreach(np 1 2 3)
-  ddp_add_mpi_test(NAME reducer_device_np${np} EXE reducer_device NP ${np} LABELS "emulate;quick;mpi" TIMEOUT 120
-    ENV DDP_DEVICE_EMULATE=1)
+  ddp_add_mpi_test(NAME reducer_device_np${np} EXE reducer_device NP ${np} ARGS emulate
+    LABELS "emulate;quick;mpi" TIMEOUT 120 ENV DDP_DEVICE_EMULATE=1)
 endforeach()
 # Two virtual nodes of two ranks: per-node pools, hierarchical allreduce across "nodes".
 ddp_add_mpi_test(NAME reducer_exact_vnodes_np4 EXE reducer_exact NP 4 LABELS quick mpi TIMEOUT 90

@@ -1,14 +1,6 @@
 # Robustness tests (issue 8): watchdog, collective fingerprints, failure handling (kill, abort),
 # soak. The fuzz targets are in tests/fuzz.cmake.
 
-# Programs that drive internal (ddp__, hidden) interfaces link the static library.
-function(ddp_add_internal_test_exe exe)
-  add_executable(${exe} ${ARGN})
-  target_link_libraries(${exe} PRIVATE mpiddp_static m)
-  target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common
-    ${PROJECT_SOURCE_DIR}/runtime ${PROJECT_SOURCE_DIR}/collectives ${PROJECT_SOURCE_DIR}/samplers)
-endfunction()
-
 # A failure scenario run through tests/robust_run.sh, which checks the exit status, the wall
 # time (MAXS) and the messages (CHECKS: --want ERE, --once ERE, --not ERE).
 function(ddp_add_robust_test)

@@ -28,10 +28,15 @@ else
   unset DDP_DEVICE_EMULATE
   devpat="buckets on cuda"
 fi
+# skip REASON: exit 77, or 1 where DDP_REQUIRE_GPU=1 demands the GPU run (ci/gpu-check.sh).
+skip() {
+  if [ "${DDP_REQUIRE_GPU:-0}" = 1 ]; then echo "train_gpu: FAIL (DDP_REQUIRE_GPU=1): $*" >&2; exit 1; fi
+  echo "train_gpu: SKIP: $*"
+  exit 77
+}
 data=${TRAIN_GPU_DATA:-/usr/share/datasets/fashion-mnist}
 if ! ls "$data"/train-images-idx3-ubyte* >/dev/null 2>&1; then
-  echo "train_gpu: SKIP: no Fashion-MNIST in $data (set TRAIN_GPU_DATA to a folder with the IDX files)"
-  exit 77
+  skip "no Fashion-MNIST in $data (set TRAIN_GPU_DATA to a folder with the IDX files)"
 fi
 fail=0
 say() { echo "train_gpu: $*"; }
@@ -45,8 +50,7 @@ common=(--data "$data" --epochs 1 --batch 64 --limit-steps $steps --limit-test 1
 rc=$?
 if [ $rc -ne 0 ]; then
   if [ "$mode" = gpu ] && grep -q "no device" probe.out; then
-    say "SKIP: no CUDA device: $(grep -m1 'no device' probe.out)"
-    exit 77
+    skip "no CUDA device: $(grep -m1 'no device' probe.out)"
   fi
   cat probe.out
   bad "probe run exited with $rc"
@@ -54,8 +58,7 @@ if [ $rc -ne 0 ]; then
 fi
 if ! grep -q "$devpat" probe.out; then
   [ "$mode" = gpu ] || { bad "expected '$devpat': $(grep -m1 'grad sync' probe.out)"; exit 1; }
-  say "SKIP: the device is not a real CUDA device: $(grep -m1 'grad sync' probe.out)"
-  exit 77
+  skip "the device is not a real CUDA device: $(grep -m1 'grad sync' probe.out)"
 fi
 grep -q "model arithmetic: GPU" probe.out ||
   { bad "a CUDA device but the arithmetic stayed on the host: $(grep -m1 'model arithmetic' probe.out)"; exit 1; }

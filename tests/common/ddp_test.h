@@ -74,4 +74,40 @@ static inline int ddp_test_finish(const char *name) {
   return total ? 1 : 0;
 }
 
+/* May this test run on the device the communicator has? The kind it wants: a real CUDA device
+ * (the `gpu` tests), the host emulation (the `emulate` tests, which are told so on their
+ * command line, since an environment variable may not reach the ranks), or either.
+ * Returns 0 to go on, 77 to skip (no CUDA device for a GPU test) or 1 for a failure: an
+ * emulate test without the emulated device, or any test without a device when
+ * DDP_DEVICE_EMULATE=1 or DDP_REQUIRE_GPU=1 asked for one. Every rank gets the same verdict;
+ * rank 0 prints the reason. */
+typedef enum { DDP_TEST_WANT_CUDA, DDP_TEST_WANT_EMULATED, DDP_TEST_WANT_ANY } ddp_test_want_t;
+static inline int ddp_test_device_verdict(ddp_comm_t *comm, const char *name, ddp_test_want_t want) {
+  char desc[160] = "?";
+  ddp_device_describe(comm, desc, sizeof desc);
+  ddp_device_kind_t kind = ddp_device_kind(comm);
+  const char *emu = getenv("DDP_DEVICE_EMULATE"), *req = getenv("DDP_REQUIRE_GPU");
+  int asked = (emu && !strcmp(emu, "1")) || (req && !strcmp(req, "1"));
+  int v = 0; /* 0 go on, 1 skip, 2 fail: the worst over the ranks wins */
+  char why[256] = "";
+  if (want == DDP_TEST_WANT_EMULATED && kind != DDP_DEVICE_EMULATED) {
+    v = 2;
+    snprintf(why, sizeof why, "the emulated device did not start (DDP_DEVICE_EMULATE=%s, device: %s)",
+             emu ? emu : "unset", desc);
+  } else if (want == DDP_TEST_WANT_CUDA && kind != DDP_DEVICE_CUDA) {
+    v = req && !strcmp(req, "1") ? 2 : 1;
+    snprintf(why, sizeof why, "no CUDA device (device: %s)", desc);
+  } else if (kind == DDP_DEVICE_NONE) {
+    v = asked ? 2 : 1;
+    snprintf(why, sizeof why, "no device (%s)%s", desc,
+             asked ? " although DDP_DEVICE_EMULATE=1 or DDP_REQUIRE_GPU=1 asked for one" : "");
+  }
+  int all = v, rank = 0;
+  MPI_Allreduce(&v, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (all && rank == 0)
+    printf("%s: %s: %s\n", name, all == 2 ? "FAIL" : "SKIP", why[0] ? why : "another rank has no usable device");
+  return all == 2 ? 1 : all == 1 ? 77 : 0;
+}
+
 #endif /* DDP_TEST_H */

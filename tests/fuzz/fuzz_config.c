@@ -38,6 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     REQUIRE(cfg.timeout_s > 0 && cfg.timeout_s <= 1e7);
     REQUIRE(cfg.on_timeout_return == 0 || cfg.on_timeout_return == 1);
     REQUIRE(cfg.check == 0 || cfg.check == 1);
+    REQUIRE(cfg.require_gpu == 0 || cfg.require_gpu == 1);
     char buf[2048];
     ddp__config_format(&cfg, buf, sizeof buf);
     REQUIRE(strstr(buf, "DDP_CHECK=") != NULL);
