@@ -19,11 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app_blas.h"
 #include "app_check.h"
 #include "ddp.h"
 #include "mlp.h"
-
-void openblas_set_num_threads(int num_threads);
 
 typedef struct cfg {
   char label[48];
@@ -90,6 +89,17 @@ static double max_over_ranks(double v) {
   double o = v;
   MPI_Allreduce(&v, &o, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return o;
+}
+
+/* The model's GEMM phases on the timeline (DDP_TIMELINE; no-ops otherwise), beside the
+ * library's reducer and collective events: "fwd 1", "dW 2", "dX 2", "sgd". */
+static void on_trace(void *ctx, int begin, const char *what, int layer) {
+  bench_t *b = ctx;
+  char name[16];
+  if (layer >= 0) snprintf(name, sizeof name, "%s %d", what, layer);
+  else snprintf(name, sizeof name, "%s", what);
+  if (begin) ddp_timeline_begin(&b->comm, name, "compute", NULL);
+  else ddp_timeline_end(&b->comm, name, "compute", NULL);
 }
 
 static void on_ready(size_t i, void *ctx) {
@@ -313,7 +323,9 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
          * must not be charged to the DDP step that follows. */
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
+        ddp_timeline_begin(&b->comm, "compute-only step", "bench", NULL);
         if (step(b, &cfgs[0], 0.0f) != 0) return 1;
+        ddp_timeline_end(&b->comm, "compute-only step", "bench", NULL);
         double dt = MPI_Wtime() - t0;
         if (s >= 0) comp += dt, comp_min = dt < comp_min ? dt : comp_min, tc[s] = dt;
         continue;
@@ -322,7 +334,11 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
       if (point_grads(b, rs[k], &cfgs[k]) != 0) return 1;
       MPI_Barrier(MPI_COMM_WORLD);
       double t1 = MPI_Wtime();
+      char span[64];
+      snprintf(span, sizeof span, "ddp step (%s)", cfgs[k].label);
+      ddp_timeline_begin(&b->comm, span, "bench", NULL);
       if (step(b, &cfgs[k], b->lr) != 0) return 1;
+      ddp_timeline_end(&b->comm, span, "bench", NULL);
       double dt = MPI_Wtime() - t1;
       if (s >= 0) sum[k] += dt, mins[k] = dt < mins[k] ? dt : mins[k], td[(size_t)k * b->steps + s] = dt;
     }
@@ -415,6 +431,7 @@ static void json_row(FILE *fp, const bench_t *b, const result_t *r) {
 }
 
 int main(int argc, char **argv) {
+  app_blas_auto(argv); /* before MPI starts: may re-execute with a faster OpenBLAS kernel */
   bench_t b;
   memset(&b, 0, sizeof b);
   b.steps = 30;
@@ -484,6 +501,9 @@ int main(int argc, char **argv) {
   }
   APP_CHECK(ddp_comm_rank(&b.comm, &b.rank));
   APP_CHECK(ddp_comm_size(&b.comm, &b.size));
+  ddp_comm_info_t info;
+  APP_CHECK(ddp_comm_info(&b.comm, &info));
+  app_blas_note(info.local_rank == 0, 0);
   openblas_set_num_threads(1);
   if (mlp_init(&b.m, b.sizes, b.nsizes, b.batch) != 0) {
     fprintf(stderr, "ddp_bench: cannot build the model (out of memory?)\n");
@@ -494,6 +514,8 @@ int main(int argc, char **argv) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   mlp_init_params(&b.m, 42);
+  b.m.trace = on_trace;
+  b.m.trace_ctx = &b;
   int in = b.sizes[0], classes = b.sizes[b.nsizes - 1];
   b.x = malloc(sizeof(float) * (size_t)b.batch * (size_t)in);
   b.labels = malloc(sizeof(int) * (size_t)b.batch);
@@ -538,6 +560,10 @@ int main(int argc, char **argv) {
     printf(", %zu parameters (%.1f MB of f32 gradients), per-rank batch %d, SGD, 1 BLAS thread per rank\n",
            b.m.total, (double)b.m.total * 4 / 1048576.0, b.batch);
     printf("# np %d, steps %d (+%d warmup), mpiddp %s, %s\n", b.size, b.steps, b.warmup, ddp_version(), ver);
+    char cpu[160], blas[256];
+    app_cpu_describe(cpu, sizeof cpu);
+    app_blas_describe(blas, sizeof blas);
+    printf("# CPU %s; BLAS %s\n", cpu, blas);
     if (b.device_cuda) {
       char dev[128];
       ddp_device_describe(&b.comm, dev, sizeof dev);

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app_blas.h"
 #include "app_check.h"
 #include "checkpoint.h"
 #include "ddp.h"
@@ -427,6 +428,7 @@ static const char *hook_name(ddp_hook_t h) {
 }
 
 int main(int argc, char **argv) {
+  app_blas_auto(argv); /* before MPI starts: may re-execute with a faster OpenBLAS kernel */
   ddp_comm_t comm;
   APP_CHECK(ddp_init(&argc, &argv, MPI_COMM_NULL, &comm));
   int rank = 0, size = 1;
@@ -460,6 +462,9 @@ int main(int argc, char **argv) {
     if (ddp_finalize(&comm) != DDP_OK) return 1;
     return pr < 0 ? 2 : 0;
   }
+  ddp_comm_info_t cinfo;
+  APP_CHECK(ddp_comm_info(&comm, &cinfo));
+  app_blas_note(cinfo.local_rank == 0, 1); /* before the header: rank 0 prints first */
   openblas_set_num_threads(o.threads);
 
   ddp_dataset_t *train = NULL, *test = NULL;

@@ -10,19 +10,36 @@
  *  - Larger ones, in chunks: barrier; rank r reduces slice r of the chunk from every peer's
  *    input into its result location; barrier; every rank copies the other slices from their
  *    owners' result locations. Each slice is reduced once, so all ranks hold the same bits.
- * Barriers are flat counters in shared memory, spun on with sched_yield (ranks may outnumber
- * cores) and bounded by the DDP_TIMEOUT_S watchdog. */
-#include <sched.h>
+ * Barriers are flat counters in shared memory. A rank waiting for a peer's counter spins
+ * briefly, then sleeps in the kernel on the counter itself (a shared futex, woken by the peer
+ * that bumps it), bounded by the DDP_TIMEOUT_S watchdog: a wait costs no CPU beyond its spin,
+ * so a progress thread waiting for a slow peer does not take cycles from its own rank's
+ * backward pass when every core is busy. */
+#include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coll_internal.h"
 
 #define CTRL_BYTES ((size_t)4096)
+/* Spin before sleeping on a peer's flag: long enough to catch a peer that arrives in step (a
+ * small allreduce between two busy-polling ranks completes in about a microsecond), short
+ * enough not to take much from this rank's own compute thread when the collective runs in the
+ * background (a reducer bucket during the backward pass). While a caller waits for the
+ * collective with nothing else to do, its core would idle: spin up to DDP__SHM_SPIN_IDLE_S,
+ * since a futex sleep and wake-up costs about 25 us per barrier on a virtual machine (futex
+ * ping-pong between two processes: 52 us round trip, against 1 us spinning). Oversubscribed
+ * nodes spin least: the peer may need this very core. */
+#define DDP__SHM_SPIN_S 50e-6
+#define DDP__SHM_SPIN_IDLE_S 1e-3
+#define DDP__SHM_SPIN_OVERSUB_S 5e-6
+#define DDP__SHM_WATCH_S 0.05 /* a sleeping wait runs the watchdog this often */
 #define HALF_BYTES ((size_t)8 << 20)  /* one staging half */
 #define SMALL_BYTES ((size_t)16 << 10) /* at or below: every rank reduces everything */
 #define LOC_STAGE UINT64_MAX
@@ -40,9 +57,14 @@ typedef struct {
   char data[TINY_BYTES];
 } tiny_t;
 
+/* The flags a rank waits on (arrive, tiny[].tag) are written by their owner only. A waiter
+ * that goes to sleep counts itself in the owner's `sleepers` first, so the owner makes the
+ * wake-up system call only when somebody sleeps. Futexes are 32-bit: a waiter sleeps on the
+ * low half of the 64-bit counter, which changes with every increment. */
 typedef struct {
   _Atomic uint64_t arrive;
-  char pad[56];
+  _Atomic uint32_t sleepers; /* peers blocked in the kernel on one of this block's flags */
+  char pad[52];
   tiny_t tiny[2] __attribute__((aligned(64))); /* alternating calls */
   loc_t desc[2][2]; /* [slot][0 = input, 1 = result] */
   int64_t pid;      /* for cross-memory attach (process_vm_readv) */
@@ -57,7 +79,8 @@ struct ddp__shm {
   uint64_t epoch;
   uint64_t tiny_seq;
   unsigned flip;
-  double spin_s;    /* busy-wait this long before yielding the core */
+  double spin_s;    /* busy-wait this long before sleeping on the flag */
+  double spin_idle_s; /* ... while a caller waits for the collective with nothing else to do */
   int cma_ok;       /* every rank may process_vm_readv every other (same answer everywhere) */    /* which half the next staged use takes */
   const char **src; /* n entries, per-call scratch */
   char **res;
@@ -102,7 +125,9 @@ static ddp_status_t shm_get(ddp__ctx_t *x, ddp__shm_t **out) {
   s->n = c->local_size;
   s->me = c->local_rank;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  s->spin_s = cpus > 0 && cs->host_ranks <= cpus ? 2e-3 : 20e-6;
+  int fits = cpus > 0 && cs->host_ranks <= cpus;
+  s->spin_s = fits ? DDP__SHM_SPIN_S : DDP__SHM_SPIN_OVERSUB_S;
+  s->spin_idle_s = fits ? DDP__SHM_SPIN_IDLE_S : DDP__SHM_SPIN_OVERSUB_S;
   MPI_Info info;
   MPI_Info_create(&info);
   MPI_Info_set(info, "alloc_shared_noncontig", "true");
@@ -197,40 +222,85 @@ static ddp_status_t cma_read(ddp__shm_t *s, int q, uint64_t remote, void *local,
   return DDP_OK;
 }
 
+/* A span of this rank's reduction work on the timeline (DDP_TIMELINE), with its bytes. */
+static void span(ddp__ctx_t *x, char ph, const char *name, size_t bytes) {
+  if (!x->c->timeline) return;
+  char args[48];
+  snprintf(args, sizeof args, "{\"bytes\":%zu}", bytes);
+  ddp__timeline_event(x->c->timeline, ph, name, "shm", ph == 'B' ? args : NULL);
+}
+
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
 }
 
-/* Waits until *flag >= target. Spins (the peer is usually on another core and a few hundred
- * nanoseconds away) for up to s->spin_s, then also yields the core. The spin is long when the
- * node's ranks fit on its cores (as MPI's own shared-memory transport busy-polls), short when
- * they outnumber them (the peer may need this very core). Bounded by the watchdog. */
-static ddp_status_t wait_flag(ddp__ctx_t *x, _Atomic uint64_t *flag, uint64_t target) {
-  const double spin_s = x->cs->shm->spin_s;
+/* The futex word of a 64-bit flag: its low half, which changes with every increment. */
+static uint32_t *low32(_Atomic uint64_t *flag) {
+  return (uint32_t *)(void *)flag + (__BYTE_ORDER__ == __ORDER_BIG_ENDIAN__);
+}
+
+/* Shared (not process-private) futex: the flags live in a window every local rank maps. */
+static void futex_sleep(_Atomic uint64_t *flag, uint32_t seen, double max_s) {
+  struct timespec ts = {(time_t)max_s, (long)((max_s - (double)(time_t)max_s) * 1e9)};
+  syscall(SYS_futex, low32(flag), FUTEX_WAIT, seen, &ts, NULL, 0);
+}
+
+/* Publishes *flag = v (the owner's flag in its own block) and wakes the peers sleeping on it.
+ * Sequentially consistent store then load, against the sleeper's increment then load: either
+ * the sleeper sees v and does not sleep, or we see it counted and wake it (a wake that comes
+ * before its futex call makes that call return at once: the value differs). */
+static void flag_post(ctrl_t *mine, _Atomic uint64_t *flag, uint64_t v) {
+  atomic_store(flag, v);
+  if (atomic_load(&mine->sleepers) != 0)
+    syscall(SYS_futex, low32(flag), FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+/* Waits until *flag >= target, where `owner` is the peer's control block holding the flag.
+ * Spins first (the peer is usually a few hundred nanoseconds away on another core; how long:
+ * see DDP__SHM_SPIN_S), then sleeps on the flag in the kernel until the peer posts it. The
+ * sleep wakes up every DDP__SHM_WATCH_S to run the watchdog (the DDP_TIMEOUT_S deadline,
+ * answering the stall inspector's probes). */
+static ddp_status_t wait_flag(ddp__ctx_t *x, ctrl_t *owner, _Atomic uint64_t *flag,
+                              uint64_t target) {
   if (atomic_load_explicit(flag, memory_order_acquire) >= target) return DDP_OK;
+  const ddp__shm_t *s = x->cs->shm;
+  const double spin_s = atomic_load_explicit(&x->cs->idle_waiters, memory_order_relaxed) > 0
+                            ? s->spin_idle_s : s->spin_s;
   double t0 = ddp__now(), last = t0;
   for (unsigned spins = 1;; spins++) {
     if (atomic_load_explicit(flag, memory_order_acquire) >= target) return DDP_OK;
-    if (spins & 127) {
+    if (spins & 63) {
       cpu_relax();
       continue;
     }
+    if (ddp__now() - t0 > spin_s) break;
+  }
+  ddp__timeline_t *tl = x->c->timeline;
+  if (tl) ddp__timeline_event(tl, 'B', "wait peer", "shm", NULL);
+  ddp_status_t st = DDP_OK;
+  for (;;) {
+    atomic_fetch_add(&owner->sleepers, 1);
+    uint64_t v = atomic_load(flag);
+    if (v < target) futex_sleep(flag, (uint32_t)v, DDP__SHM_WATCH_S); /* returns at once if changed */
+    atomic_fetch_sub(&owner->sleepers, 1);
+    if (atomic_load_explicit(flag, memory_order_acquire) >= target) break;
     double now = ddp__now();
-    if (now - t0 > spin_s) sched_yield();
-    if (now - last > 0.5) {
+    if (now - last >= DDP__SHM_WATCH_S) {
       last = now;
-      DDP_TRY(ddp__deadline_check(x->c, t0, &x->desc));
+      if ((st = ddp__deadline_check(x->c, t0, &x->desc)) != DDP_OK) break;
     }
   }
+  if (tl) ddp__timeline_event(tl, 'E', "wait peer", "shm", NULL);
+  return st;
 }
 
 static ddp_status_t barrier(ddp__ctx_t *x, ddp__shm_t *s) {
   uint64_t e = ++s->epoch;
-  atomic_store_explicit(&s->ctrl[s->me]->arrive, e, memory_order_release);
+  flag_post(s->ctrl[s->me], &s->ctrl[s->me]->arrive, e);
   for (int q = 0; q < s->n; q++)
-    if (q != s->me) DDP_TRY(wait_flag(x, &s->ctrl[q]->arrive, e));
+    if (q != s->me) DDP_TRY(wait_flag(x, s->ctrl[q], &s->ctrl[q]->arrive, e));
   return DDP_OK;
 }
 
@@ -292,10 +362,10 @@ static ddp_status_t shm_tiny(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) {
   int slot = (int)(seq & 1);
   tiny_t *mine = &s->ctrl[s->me]->tiny[slot];
   memcpy(mine->data, a->send, bytes);
-  atomic_store_explicit(&mine->tag, seq, memory_order_release);
+  flag_post(s->ctrl[s->me], &mine->tag, seq);
   for (int q = 0; q < s->n; q++) {
     tiny_t *t = &s->ctrl[q]->tiny[slot];
-    if (q != s->me) DDP_TRY(wait_flag(x, &t->tag, seq));
+    if (q != s->me) DDP_TRY(wait_flag(x, s->ctrl[q], &t->tag, seq));
     s->in[q] = t->data;
   }
   reduce_n(a->recv, s->in, s->n, 0, a->count, a->dtype, a->op);
@@ -332,6 +402,7 @@ static ddp_status_t shm_cma(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) {
   ddp_status_t st = x->xp->scratch(x, 0, piece * es, &tmp);
   char *mine = (char *)a->recv + o[me] * es;
   const char *myin = (const char *)a->send + o[me] * es;
+  span(x, 'B', "cma reduce+push slice", l[me] * es);
   for (size_t off = 0; off < l[me] && st == DDP_OK; off += piece) {
     size_t m = l[me] - off < piece ? l[me] - off : piece;
     int first = a->send != a->recv; /* out of place: the first peer combines with send */
@@ -347,6 +418,7 @@ static ddp_status_t shm_cma(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) {
       if (q != me)
         st = cma_write(s, q, s->ctrl[q]->va_recv + (o[me] + off) * es, mine + off * es, m * es);
   }
+  span(x, 'E', "cma reduce+push slice", l[me] * es);
   /* A rank whose transfer failed still joins the barrier, so no peer waits for it. */
   ddp_status_t bst = barrier(x, s); /* nobody leaves while a peer still uses its memory */
   if (st == DDP_OK) st = bst;
@@ -422,6 +494,7 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
      * reduction and the copies: only the final one. */
     ddp__split(a->count, n, o, l);
     size_t piece = PUSH_PIECE_BYTES / es;
+    span(x, 'B', "reduce+push slice", l[me] * es);
     for (size_t off = 0; off < l[me]; off += piece) {
       size_t m = l[me] - off < piece ? l[me] - off : piece;
       size_t at = o[me] + off;
@@ -430,6 +503,7 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
       for (int q = 0; q < n; q++)
         if (q != me) ddp__copy_host(s->res[q] + at * es, dst, m * es);
     }
+    span(x, 'E', "reduce+push slice", l[me] * es);
     ddp__parts_free(&pt);
     return barrier(x, s); /* nobody leaves while a peer still reads or writes its memory */
   }
@@ -451,8 +525,10 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
      * a staged result is then also copied, cache-hot, to staging for the peers. */
     char *dst = s->res[me] ? s->res[me] + (base + o[me]) * es
                            : (char *)a->recv + (base + o[me]) * es;
+    span(x, 'B', "reduce slice", l[me] * es);
     reduce_slice(dst, s->in, n, me, o[me], l[me], a->dtype, a->op);
     if (!s->res[me]) ddp__copy_host(s->stage[me] + h + o[me] * es, dst, l[me] * es);
+    span(x, 'E', "reduce slice", l[me] * es);
     st = barrier(x, s);
     if (st != DDP_OK) break;
     /* Gather the other slices into recv. */

@@ -236,7 +236,9 @@ static ddp_status_t submit(struct ddp_request *r, int blocking) {
   ddp__coll_t *cs = r->c->coll;
   if (r->c->mpi_serialized) {
     pthread_mutex_lock(&cs->exec);
+    if (blocking) atomic_fetch_add(&cs->idle_waiters, 1);
     execute_here(r);
+    if (blocking) atomic_fetch_sub(&cs->idle_waiters, 1);
     pthread_mutex_unlock(&cs->exec);
     r->done = 1;
     return DDP_OK;
@@ -258,7 +260,9 @@ static ddp_status_t submit(struct ddp_request *r, int blocking) {
     /* Nothing queued or running: execute here. Lock order is mu -> exec everywhere. */
     pthread_mutex_lock(&cs->exec);
     pthread_mutex_unlock(&cs->mu);
+    atomic_fetch_add(&cs->idle_waiters, 1);
     execute_here(r);
+    atomic_fetch_sub(&cs->idle_waiters, 1);
     pthread_mutex_unlock(&cs->exec);
     r->done = 1;
     return DDP_OK;
@@ -277,8 +281,11 @@ static ddp_status_t submit(struct ddp_request *r, int blocking) {
   cs->tail = r;
   cs->pending++;
   pthread_cond_signal(&cs->cv_work);
-  if (blocking)
+  if (blocking) {
+    atomic_fetch_add(&cs->idle_waiters, 1);
     while (!r->done) pthread_cond_wait(&cs->cv_done, &cs->mu);
+    atomic_fetch_sub(&cs->idle_waiters, 1);
+  }
   pthread_mutex_unlock(&cs->mu);
   return DDP_OK;
 }
@@ -601,7 +608,11 @@ ddp_status_t ddp_wait(ddp_request_t **req) {
   struct ddp_request *r = *req;
   ddp__coll_t *cs = r->c->coll;
   pthread_mutex_lock(&cs->mu);
-  while (!r->done) pthread_cond_wait(&cs->cv_done, &cs->mu);
+  if (!r->done) {
+    atomic_fetch_add(&cs->idle_waiters, 1);
+    while (!r->done) pthread_cond_wait(&cs->cv_done, &cs->mu);
+    atomic_fetch_sub(&cs->idle_waiters, 1);
+  }
   pthread_mutex_unlock(&cs->mu);
   return complete(req);
 }

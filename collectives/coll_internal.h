@@ -165,6 +165,11 @@ typedef struct ddp__coll {
   pthread_mutex_t exec;    /* held while a collective executes (engine or inline) */
   struct ddp_request *head, *tail;
   _Atomic int pending;     /* queued + executing non-blocking requests (changed under mu) */
+  /* Threads that have nothing to do but wait for a collective: callers blocked in ddp_wait or
+   * in a blocking call (also while running it inline). Waits inside a collective spin longer
+   * while this is non-zero: the caller's core would idle anyway, and a sleep costs a wake-up
+   * (about 25 us on a VM) per barrier. */
+  _Atomic int idle_waiters;
   int thread_started, stop;
   pthread_t thread;
   _Atomic uint64_t seq;    /* collective sequence number (fingerprints, diagnostics); atomic:

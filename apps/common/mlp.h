@@ -50,7 +50,17 @@ typedef struct mlp {
   float *delta[2];   /* back-propagated error, ping-pong, max_batch x max width */
   float grad_scale;  /* loss multiplier (default 1): 1/world with a reducer created with
                         predivided = 1 folds the average into the loss at no cost */
+  /* Optional (NULL by default): called with begin = 1 before and 0 after each GEMM phase,
+   * what = "fwd", "dW" or "dX" of layer `layer`, and "sgd" (layer -1), so that a program can
+   * draw the compute on a timeline (ddp_bench puts it beside the library's events). */
+  void (*trace)(void *ctx, int begin, const char *what, int layer);
+  void *trace_ctx;
 } mlp_t;
+
+#define MLP_TRACE(m, begin, what, layer) \
+  do {                                    \
+    if ((m)->trace) (m)->trace((m)->trace_ctx, begin, what, layer); \
+  } while (0)
 
 /* Deterministic generator (splitmix64): identical streams on every platform. */
 static inline uint64_t mlp_rng_next(uint64_t *s) {
@@ -162,9 +172,11 @@ static inline float mlp_forward(mlp_t *m, const float *x, const int *labels, int
     int in = m->sizes[l], out = m->sizes[l + 1];
     float *z = m->act[l + 1];
     const float *b = m->param[2 * l + 1];
+    MLP_TRACE(m, 1, "fwd", l);
     for (int r = 0; r < batch; r++) memcpy(z + (size_t)r * out, b, sizeof(float) * (size_t)out);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, out, in, 1.0f, h, in,
                 m->param[2 * l], in, 1.0f, z, out);
+    MLP_TRACE(m, 0, "fwd", l);
     if (l + 1 < m->nlayers) {
       size_t n = (size_t)batch * (size_t)out;
       for (size_t k = 0; k < n; k++) z[k] = z[k] > 0.0f ? z[k] : 0.0f;
@@ -219,13 +231,17 @@ static inline void mlp_backward(mlp_t *m, const float *x, const int *labels, int
     }
     if (on_grad_ready) on_grad_ready((size_t)(2 * l + 1), ctx);
     /* weight: dW = delta^T h  (out x in) */
+    MLP_TRACE(m, 1, "dW", l);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, delta, out, h, in,
                 beta, m->grad[2 * l], in);
+    MLP_TRACE(m, 0, "dW", l);
     if (on_grad_ready) on_grad_ready((size_t)(2 * l), ctx);
     if (l == 0) break;
     /* error into layer l's input: (delta W) masked by ReLU'(act[l]) */
+    MLP_TRACE(m, 1, "dX", l);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, delta, out,
                 m->param[2 * l], in, 0.0f, next, in);
+    MLP_TRACE(m, 0, "dX", l);
     size_t n = (size_t)batch * (size_t)in;
     const float *a = m->act[l];
     for (size_t k = 0; k < n; k++)
@@ -238,11 +254,13 @@ static inline void mlp_backward(mlp_t *m, const float *x, const int *labels, int
 
 /* Plain SGD: param[i] -= lr * grad[i] for every tensor. */
 static inline void mlp_sgd(mlp_t *m, float lr) {
+  MLP_TRACE(m, 1, "sgd", -1);
   for (size_t i = 0; i < m->nparams; i++) {
     float *p = m->param[i];
     const float *g = m->grad[i];
     for (size_t k = 0; k < m->count[i]; k++) p[k] -= lr * g[k];
   }
+  MLP_TRACE(m, 0, "sgd", -1);
 }
 
 /* Deterministic synthetic sample `index` of a dataset: inputs uniform in [-1, 1) and a label,

@@ -69,6 +69,10 @@ if want ddp; then
     run launch "$np" "$BUILD/apps/ddp_bench" --steps "$STEPS" -J "$OUT/ddp_bench_np$np.json" \
       > "$OUT/ddp_bench_np$np.txt"
   done
+  # PyTorch (Debian's torch calls OpenBLAS) gets the GEMM kernel ddp_bench chose, unless set.
+  kern=$(sed -n 's/^# BLAS: .*kernel \([A-Za-z0-9]*\).*/\1/p' "$OUT/ddp_bench_np1.txt" | head -n 1)
+  [ -z "${OPENBLAS_CORETYPE:-}" ] && [ -n "$kern" ] && export OPENBLAS_CORETYPE=$kern
+  echo "# PyTorch peers with OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}"
   run "$PYTHON" bench/peers/torch_ddp_mlp.py --np $NP --steps "$STEPS" -J "$OUT/torch_ddp_mlp.json" \
     > "$OUT/torch_ddp_mlp.txt"
 fi

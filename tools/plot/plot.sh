@@ -2,6 +2,9 @@
 # PNG plots with gnuplot (Debian gnuplot-nox):
 #   tools/plot/plot.sh bench RESULTS.json OUT.png [TITLE]   busbw vs size, one line per algorithm
 #   tools/plot/plot.sh train OUT.png RUN.csv[=LABEL] ...     ddp_train loss and accuracy curves
+#   tools/plot/plot.sh timeline TRACE.json OUT.png [CONFIG] [STEP]
+#                                                            one ddp_bench DDP step per rank
+#                                                            (DDP_TIMELINE), see timeline.py
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 command -v gnuplot >/dev/null || { echo "plot.sh: gnuplot not installed (apt-get install gnuplot-nox)" >&2; exit 2; }
@@ -28,8 +31,19 @@ train)
   done
   gnuplot -e "files='$files'; labels='${labels//\'/}'; out='$out'" "$here/train.gp"
   ;;
+timeline)
+  [ $# -ge 3 ] || { echo "usage: $0 timeline TRACE.json OUT.png [CONFIG] [STEP]" >&2; exit 2; }
+  dat=$(mktemp /tmp/timeline.XXXXXX.dat)
+  trap 'rm -f "$dat"' EXIT
+  info=$(python3 "$here/timeline.py" dat "$2" "$dat" "${4:-}" ${5:+"$5"})
+  ttl=$(sed -n 1p <<<"$info") kinds=$(sed -n 2p <<<"$info") colours=$(sed -n 3p <<<"$info")
+  ranks=$(sed -n 4p <<<"$info")
+  gnuplot -e "datafile='$dat'; kinds='$kinds'; colours='$colours'; ranks=$ranks; out='$3'; ttl='$ttl'" \
+    "$here/timeline.gp"
+  out=$3
+  ;;
 *)
-  echo "usage: $0 bench RESULTS.json OUT.png [TITLE] | train OUT.png RUN.csv[=LABEL] ..." >&2
+  echo "usage: $0 bench RESULTS.json OUT.png [TITLE] | train OUT.png RUN.csv[=LABEL] ... | timeline TRACE.json OUT.png [CONFIG] [STEP]" >&2
   exit 2
   ;;
 esac
