@@ -173,6 +173,7 @@ typedef struct ddp__coll {
   /* f16/bf16 MPI ops and datatypes (mpi algorithm) */
   MPI_Datatype half_type[2];        /* [0] f16, [1] bf16 */
   MPI_Op half_op[2][DDP_OP_COUNT];  /* avg slot unused */
+  MPI_Op u8_op[DDP_OP_COUNT];       /* own u8 ops where the MPI's are wrong, else NULL */
   int half_ready;
   /* node-shared memory */
   ddp__shm_t *shm;
