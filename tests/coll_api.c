@@ -61,24 +61,16 @@ static void test_reduce_scatter(ddp_comm_t *comm) {
           ddp_dtype_t dt = coll_dtypes[d];
           ddp_op_t op = coll_ops[k];
           size_t n = counts[c], p = (size_t)size_, es = ddp_dtype_size(dt);
-          char *s = malloc(n * p * es + 8), *r = malloc(n * p * es + 8), *full = malloc(n * p * es + 8);
+          char *s = malloc(n * p * es + 8), *r = malloc(n * p * es + 8);
           coll_fill(s, dt, n * p, rank_, op);
           if (ip) memcpy(r, s, n * p * es);
           CHECK_OK(ddp_reduce_scatter(comm, ip ? DDP_IN_PLACE : s, r, n, dt, op, NULL));
           /* Element i of this rank's block is element rank*n + i of the full reduction. */
-          for (size_t i = 0; i < n; i++)
-            coll_set(full, dt, i, coll_get(r, dt, i));
-          size_t bad = 0;
-          for (size_t i = 0; i < n; i++) {
-            double want = coll_expected(size_, (size_t)rank_ * n + i, op, dt), got = coll_get(full, dt, i);
-            int approx = op == DDP_AVG && (dt == DDP_F16 || dt == DDP_BF16);
-            if (approx ? fabs(got - want) > 0.01 * fabs(want) + 1e-3 : got != want) bad++;
-          }
+          size_t bad = coll_verify_at(r, dt, n, (size_t)rank_ * n, size_, op, "reduce_scatter");
           CHECK(bad == 0, "reduce_scatter %s %s n=%zu inplace %d: %zu wrong", ddp_dtype_name(dt),
                 ddp_op_name(op), n, ip, bad);
           free(s);
           free(r);
-          free(full);
         }
 }
 
