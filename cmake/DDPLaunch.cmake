@@ -32,22 +32,16 @@ function(ddp__mpi_flavor out)
   endif()
 endfunction()
 
-# Kind of a launcher from its --version output (the same rule as tools/mpilaunch).
+# Kind of a launcher, as tools/mpilaunch tells it (from its --version output).
 function(ddp__launcher_kind exe out)
-  execute_process(COMMAND ${exe} --version OUTPUT_VARIABLE v ERROR_VARIABLE e TIMEOUT 20
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=MPILAUNCH_KIND MPILAUNCH_MPIEXEC=${exe}
+                          bash ${PROJECT_SOURCE_DIR}/tools/mpilaunch --kind
+                  OUTPUT_VARIABLE k ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE TIMEOUT 30
                   RESULT_VARIABLE rc)
-  string(APPEND v "${e}")
-  if(v MATCHES "Open MPI|OpenRTE")
-    set(${out} openmpi PARENT_SCOPE)
-  elseif(v MATCHES "Intel\\(R\\) MPI")
-    set(${out} intel PARENT_SCOPE)
-  elseif(v MATCHES "HYDRA")
-    set(${out} mpich PARENT_SCOPE)
-  elseif(v MATCHES "^slurm")
-    set(${out} srun PARENT_SCOPE)
-  else()
-    set(${out} unknown PARENT_SCOPE)
+  if(NOT rc EQUAL 0 OR k STREQUAL "")
+    set(k unknown)
   endif()
+  set(${out} ${k} PARENT_SCOPE)
 endfunction()
 
 set(DDP__NAME_openmpi "Open MPI")
