@@ -26,6 +26,7 @@ static ddp_status_t hier_run(ddp__ctx_t *x, const ddp__ar_t *a) {
   xc.comm = cs->cross;
   xc.rank = cs->cross_rank;
   xc.size = cs->cross_size;
+  xc.world_of = cs->cross_world;
   size_t chunk = ddp__shm_chunk(a->dtype);
   ddp__parts_t pt;
   DDP_TRY(ddp__parts_init(&pt, n, "hier"));

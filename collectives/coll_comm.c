@@ -7,6 +7,7 @@
 
 static void free_state(ddp__coll_t *cs) {
   ddp__coll_mpi_types_free(cs);
+  free(cs->cross_world);
   for (int i = 0; i < DDP__SCRATCH_SLOTS; i++) free(cs->scratch[i]);
   if (cs->poolcomm != MPI_COMM_NULL) MPI_Comm_free(&cs->poolcomm);
   if (cs->cross != MPI_COMM_NULL) MPI_Comm_free(&cs->cross);
@@ -28,6 +29,28 @@ static ddp_status_t dup_comm(MPI_Comm in, MPI_Comm *out, const char *what) {
   }
   MPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
   return DDP_OK;
+}
+
+/* World rank of each rank of the cross-node communicator, so that the watchdog names world
+ * ranks when hier's cross-node step waits. Local (no communication). */
+static ddp_status_t cross_world_ranks(ddp__coll_t *cs) {
+  int n = cs->cross_size;
+  int *idx = malloc((size_t)n * sizeof *idx);
+  cs->cross_world = malloc((size_t)n * sizeof *cs->cross_world);
+  MPI_Group gc = MPI_GROUP_NULL, gw = MPI_GROUP_NULL;
+  ddp_status_t st = (idx && cs->cross_world) ? DDP_OK
+                                              : ddp__error(DDP_ENOMEM, "collectives: out of memory");
+  if (st == DDP_OK) {
+    for (int i = 0; i < n; i++) idx[i] = i;
+    int rc = MPI_Comm_group(cs->cross, &gc);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_group(cs->world, &gw);
+    if (rc == MPI_SUCCESS) rc = MPI_Group_translate_ranks(gc, n, idx, gw, cs->cross_world);
+    if (rc != MPI_SUCCESS) st = ddp__mpi_error(rc, "MPI_Group_translate_ranks (cross-node ranks)");
+  }
+  if (gc != MPI_GROUP_NULL) MPI_Group_free(&gc);
+  if (gw != MPI_GROUP_NULL) MPI_Group_free(&gw);
+  free(idx);
+  return st;
 }
 
 ddp_status_t ddp__coll_comm_init(ddp__comm_t *c) {
@@ -64,6 +87,8 @@ ddp_status_t ddp__coll_comm_init(ddp__comm_t *c) {
       MPI_Comm_size(host, &cs->host_ranks);
       MPI_Comm_free(&host);
     }
+    /* Local, after the last collective here: a failure on one rank cannot strand the others. */
+    if (st == DDP_OK) st = cross_world_ranks(cs);
   }
   if (st != DDP_OK) {
     free_state(cs);

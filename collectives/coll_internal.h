@@ -70,6 +70,7 @@ struct ddp__ctx {
   void *xstate;        /* transport's per-call state */
   MPI_Comm comm;
   int rank, size;
+  const int *world_of; /* world rank of each rank of `comm` (NULL: comm is the world) */
   ddp_mem_t mem;
   ddp__wait_desc_t desc; /* what the watchdog names on a timeout */
 };
@@ -184,6 +185,7 @@ typedef struct ddp__coll {
   int shm_disabled;        /* shm phases unavailable (no shared windows) */
   int uniform_nodes;       /* every node has the same number of ranks (hier) */
   int cross_rank, cross_size; /* this rank in `cross` (= node index), number of nodes */
+  int *cross_world;        /* world rank of each rank of `cross` (the watchdog names those) */
   int host_ranks;          /* ranks on this machine (virtual nodes may split a machine) */
 } ddp__coll_t;
 

@@ -52,7 +52,7 @@ static ddp_status_t host_wait(ddp__ctx_t *x, int n, ddp__xreq_t *reqs) {
         k = 0;
       }
       mr[k] = reqs[i].mpi[j];
-      peers[k] = reqs[i].peer;
+      peers[k] = x->world_of ? x->world_of[reqs[i].peer] : reqs[i].peer; /* world ranks */
       k++;
       reqs[i].mpi[j] = MPI_REQUEST_NULL;
     }
@@ -121,6 +121,7 @@ void ddp__ctx_world(ddp__ctx_t *x, ddp__comm_t *c, const char *coll, size_t byte
   x->comm = c->coll->world;
   x->rank = c->rank;
   x->size = c->size;
+  x->world_of = NULL;
   x->mem = DDP_MEM_HOST;
   x->desc.seq = c->coll->seq;
   x->desc.coll = coll;

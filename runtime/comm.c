@@ -57,14 +57,20 @@ static void free_comms(ddp__comm_t *c) {
   if (c->world != MPI_COMM_NULL) MPI_Comm_free(&c->world);
 }
 
-/* Node-local and cross-node communicators; virtual nodes of k consecutive ranks when asked. */
+/* Node-local and cross-node communicators; when asked, virtual nodes of k consecutive ranks
+ * inside each host (a virtual node never spans two hosts: its ranks must share memory). */
 static ddp_status_t build_topology(ddp__comm_t *c) {
   int k = c->cfg.ranks_per_node;
+  DDP_MPI(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &c->node));
   if (k > 0) {
-    DDP_MPI(MPI_Comm_split(c->world, c->rank / k, c->rank, &c->node));
+    MPI_Comm host = c->node;
+    int host_rank = 0;
+    c->node = MPI_COMM_NULL;
+    int rc = MPI_Comm_rank(host, &host_rank);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_split(host, host_rank / k, c->rank, &c->node);
+    MPI_Comm_free(&host);
+    if (rc != MPI_SUCCESS) return ddp__mpi_error(rc, "MPI_Comm_split (DDP_RANKS_PER_NODE)");
     c->virtual_nodes = 1;
-  } else {
-    DDP_MPI(MPI_Comm_split_type(c->world, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &c->node));
   }
   MPI_Comm_set_errhandler(c->node, MPI_ERRORS_RETURN);
   DDP_MPI(MPI_Comm_rank(c->node, &c->local_rank));
