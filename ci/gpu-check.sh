@@ -92,6 +92,9 @@ if ! command -v mpirun > /dev/null 2>&1 || [ "${GPUCHECK_FORCE_CARRIED_MPI:-0}" 
   fi
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# Every MPI job starts through the one launcher place (Open MPI, Hydra or srun; mpiexec on PATH
+# unless MPILAUNCH_MPIEXEC names another).
+LAUNCH=$ROOT/tools/mpilaunch
 
 # ---- build -------------------------------------------------------------------------------
 BUILD=$ROOT/build-gpucheck
@@ -104,35 +107,35 @@ step build 300 cmake --build "$BUILD" -j "$JOBS" || { log "build failed"; tail -
 # ---- tests -------------------------------------------------------------------------------
 step ctest-gpu 150 ctest --test-dir "$BUILD" -L gpu --output-on-failure
 step ctest-emulate 120 ctest --test-dir "$BUILD" -L emulate --output-on-failure
-step ddp_info 30 mpirun -np 1 "$BUILD/apps/ddp_info"
+step ddp_info 30 "$LAUNCH" -n 1 "$BUILD/apps/ddp_info"
 
 # ---- benchmarks ----------------------------------------------------------------------------
 B=$BUILD/tests/gpu_bench
-step gpu_bench_np1 150 mpirun -np 1 "$B" -b 8 -e 1073741824 -f 4 -n 10 -A staged,mpi,nccl \
+step gpu_bench_np1 150 "$LAUNCH" -n 1 "$B" -b 8 -e 1073741824 -f 4 -n 10 -A staged,mpi,nccl \
   -o "$OUT_DIR/gpu_bench_np1.json"
-step gpu_bench_np1_bf16 90 mpirun -np 1 "$B" -b 1024 -e 268435456 -f 16 -n 5 -d bf16 \
+step gpu_bench_np1_bf16 90 "$LAUNCH" -n 1 "$B" -b 1024 -e 268435456 -f 16 -n 5 -d bf16 \
   -A staged,mpi,nccl -o "$OUT_DIR/gpu_bench_np1_bf16.json"
 # Two ranks on the one GPU: the MPI paths (NCCL refuses two ranks on one device).
-step gpu_bench_np2 150 mpirun -np 2 --bind-to none "$B" -b 8 -e 268435456 -f 4 \
+step gpu_bench_np2 150 "$LAUNCH" -n 2 "$B" -b 8 -e 268435456 -f 4 \
   -n 5 -A staged,mpi -o "$OUT_DIR/gpu_bench_np2.json"
 A=$BUILD/apps/allreduce_bench
 if [ -x "$A" ]; then
-  step allreduce_bench_cuda_np1 90 mpirun -np 1 "$A" -b 8 -e 1G -f 8 -M cuda -A staged,mpi,nccl \
+  step allreduce_bench_cuda_np1 90 "$LAUNCH" -n 1 "$A" -b 8 -e 1G -f 8 -M cuda -A staged,mpi,nccl \
     -t 0.5 -J "$OUT_DIR/allreduce_bench_cuda_np1.json"
-  step allreduce_bench_cuda_np2 90 mpirun -np 2 --bind-to none "$A" -b 8 -e 256M -f 8 -M cuda \
+  step allreduce_bench_cuda_np2 90 "$LAUNCH" -n 2 "$A" -b 8 -e 256M -f 8 -M cuda \
     -A staged,mpi -t 0.5 -J "$OUT_DIR/allreduce_bench_cuda_np2.json"
 fi
 # The apps' --device flags belong to their own work: run them where the build has them.
 if [ -x "$BUILD/apps/ddp_bench" ]; then
-  step ddp_bench_cuda 90 mpirun -np 1 "$BUILD/apps/ddp_bench" --device cuda --steps 20 \
+  step ddp_bench_cuda 90 "$LAUNCH" -n 1 "$BUILD/apps/ddp_bench" --device cuda --steps 20 \
     -J "$OUT_DIR/ddp_bench_cuda.json"
-  step ddp_bench_host 90 mpirun -np 1 "$BUILD/apps/ddp_bench" --steps 20 -J "$OUT_DIR/ddp_bench_host.json"
+  step ddp_bench_host 90 "$LAUNCH" -n 1 "$BUILD/apps/ddp_bench" --steps 20 -J "$OUT_DIR/ddp_bench_host.json"
 fi
 if [ -x "$BUILD/apps/ddp_train" ]; then
   for amp in "" "--amp fp16" "--amp bf16"; do
     name=ddp_train_cuda${amp:+_${amp##* }}
     # shellcheck disable=SC2086
-    step "$name" 90 mpirun -np 1 "$BUILD/apps/ddp_train" --device cuda $amp --epochs 1 \
+    step "$name" 90 "$LAUNCH" -n 1 "$BUILD/apps/ddp_train" --device cuda $amp --epochs 1 \
       --limit-steps 200 --limit-test 2000 --metrics "$OUT_DIR/$name.csv"
   done
 fi
