@@ -249,9 +249,12 @@ int main(int argc, char **argv) {
   ddp_device_describe(&comm, desc, sizeof desc);
   ddp_device_kind_t kind = ddp_device_kind(&comm);
   if (kind != DDP_DEVICE_CUDA && !(emulate_ok && kind == DDP_DEVICE_EMULATED)) {
-    if (rank == 0) printf("gpu_bench: SKIP: no CUDA device (device: %s)\n", desc);
+    /* --emulate-ok under DDP_DEVICE_EMULATE=1: an emulation that did not start fails. */
+    int code = 77;
+    if (emulate_ok) code = ddp_test_no_device("gpu_bench", desc);
+    else if (rank == 0) printf("gpu_bench: SKIP: no CUDA device (device: %s)\n", desc);
     ddp_finalize(&comm);
-    return 77;
+    return code;
   }
   ddp_comm_info_t info;
   ddp_comm_info(&comm, &info);

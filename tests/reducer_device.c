@@ -100,9 +100,9 @@ int main(int argc, char **argv) {
   if (!ddp_device_available(&g_comm)) {
     char why[128];
     ddp_device_describe(&g_comm, why, sizeof why);
-    if (g_rank == 0) printf("reducer_device: no device (%s); set DDP_DEVICE_EMULATE=1 to emulate one\n", why);
+    int code = ddp_test_no_device("reducer_device", why);
     ddp_finalize(&g_comm);
-    return 77;
+    return code;
   }
   CHECK_OK(ddp_stream_create(&g_comm, &g_stream));
   run("views", 1, DDP_HOOK_NONE, 0, 25.0);

@@ -70,6 +70,24 @@ static inline void ddp_test_check_world(void) {
         "DDP_WORLD_SIZE=%s: the launcher does not belong to this MPI library", size, want);
 }
 
+/* Exit code of a test that found no device to run on: ctest's skip code 77, except when
+ * DDP_DEVICE_EMULATE=1 asked for the host emulation, which always provides one: then the
+ * emulation failed to start, and that is a failure (1). Rank 0 prints why. */
+static inline int ddp_test_no_device(const char *name, const char *desc) {
+  const char *emu = getenv("DDP_DEVICE_EMULATE");
+  int rank = 0, init = 0, fin = 0, failed = emu != NULL && strcmp(emu, "1") == 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (rank == 0) {
+    if (failed)
+      printf("%s: FAIL: DDP_DEVICE_EMULATE=1 but no emulated device (device: %s)\n", name, desc);
+    else
+      printf("%s: SKIP: no device (device: %s); set DDP_DEVICE_EMULATE=1 to emulate one\n", name, desc);
+  }
+  return failed ? 1 : 77;
+}
+
 /* Reduces the failure count over MPI_COMM_WORLD (if MPI is still up), prints one verdict on
  * rank 0 and returns the process exit code. */
 static inline int ddp_test_finish(const char *name) {
