@@ -37,11 +37,12 @@ rm -rf "$LOGS" && mkdir -p "$LOGS" "$OUTDIR"
 export ROOT PREFIX BUILD LOGS FMNIST JOBS
 
 # ---- MPI: the one place that launches it (Open MPI from the private prefix, as root) -------
+# Jobs start through tools/mpilaunch (the project's one launcher place), told to use this mpirun.
 MPIEXEC=$PREFIX/usr/bin/mpirun
 launch() { # launch NP PROGRAM ARGS...
   local np=$1
   shift
-  "$MPIEXEC" --bind-to none -np "$np" "$@"
+  MPILAUNCH_MPIEXEC=$MPIEXEC MPILAUNCH_KIND=openmpi "$ROOT/tools/mpilaunch" -n "$np" -- "$@"
 }
 export MPIEXEC
 export -f launch

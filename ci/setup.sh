@@ -2,8 +2,12 @@
 # Installs what mpiddp needs to build and test on Debian 12. Idempotent; run as root.
 set -euo pipefail
 
+# mpich + libmpich-dev: the second MPI CI builds against (beside Open MPI, which keeps the
+# mpicc/mpirun alternatives); python3-torch: the live comparison with PyTorch's sampler
+# (sampler_vs_torch) and the PyTorch peers; python3-mpi4py for the peers' MPI side.
 pkgs=(build-essential cmake pkg-config python3
       openmpi-bin libopenmpi-dev libopenblas-dev zlib1g-dev
+      mpich libmpich-dev python3-torch python3-mpi4py
       dataset-fashion-mnist slurm-wlm munge gnuplot-nox
       clang libclang-rt-14-dev procps time)
 

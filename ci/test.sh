@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The README's test command: set up, build (Release, -Werror), run every ctest test; then an
-# ASan+UBSan build running the `quick` tests; then the fuzz and ThreadSanitizer passes.
+# The README's test command: set up, build (Release, -Werror), run every ctest test; the
+# `quick` tests again over Open MPI's UCX pml; a build against MPICH (-Werror) running the
+# `quick` tests through its Hydra launcher; an ASan+UBSan build running the `quick` tests;
+# then the fuzz and ThreadSanitizer passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc 2>/dev/null || echo 2)
@@ -15,6 +17,21 @@ cmake --build build -j "$jobs"
 
 step "all tests (build/)"
 ctest --test-dir build --output-on-failure
+
+step "quick tests over Open MPI's UCX pml (build/)"
+# Debian's Open MPI only accepts Mellanox devices for pml ucx unless told otherwise; naming the
+# pml makes MPI_Init fail rather than fall back to ob1, so a pass means UCX carried the tests.
+# UCX_TLS=sm,self: shared memory only (one node; no TCP).
+MPILAUNCH_ARGS="--mca pml ucx --mca pml_ucx_tls any --mca pml_ucx_devices any" UCX_TLS=sm,self \
+  ctest --test-dir build -L quick --output-on-failure
+
+step "MPICH build (-Werror), quick tests through Hydra (build-mpich/)"
+# CMake picks mpiexec.mpich to go with mpicc.mpich (cmake/DDPLaunch.cmake). CUDA is left out:
+# this pass checks the MPI side.
+cmake -S . -B build-mpich -DCMAKE_BUILD_TYPE=Release -DDDP_WERROR=ON -DDDP_CUDA=OFF \
+  -DMPI_C_COMPILER=mpicc.mpich
+cmake --build build-mpich -j "$jobs"
+ctest --test-dir build-mpich -L quick --output-on-failure
 
 step "ASan+UBSan build, quick tests (build-asan/)"
 # CUDA is left out here: the sanitizers check the host code, and nvcc would double the build.

@@ -1,16 +1,22 @@
 /* Algorithm `mpi`: the MPI library's own allreduce behind mpiddp's engine, i.e. what an
  * application calling MPI_Allreduce gets (`raw` in allreduce_bench), plus the watchdog.
  * What a call really runs (np 2, Open MPI 4.1.4, measured with allreduce_bench -A raw,mpi):
- *  - default (DDP_ON_TIMEOUT=abort and MPI_THREAD_MULTIPLE): the blocking MPI_Allreduce
- *    itself, in place or out of place as the caller asked. A watch thread per communicator
- *    (below) keeps the DDP_TIMEOUT_S guarantee for it: it answers the stall inspector after
- *    0.25 s and ends the job with the watchdog's report at the deadline.
+ *  - a blocking ddp_allreduce (DDP_ON_TIMEOUT=abort and MPI_THREAD_MULTIPLE), which runs on
+ *    the caller's thread: the blocking MPI_Allreduce itself, in place or out of place as the
+ *    caller asked, waiting the way the MPI waits (Open MPI polls a core, as for `raw`).
+ *    A watch thread per communicator (below) keeps the DDP_TIMEOUT_S guarantee for it: it
+ *    answers the stall inspector after 0.25 s and ends the job with the watchdog's report at
+ *    the deadline.
  *    The non-blocking form costs more than the watch: Open MPI's MPI_Iallreduce (libnbc) took
  *    1.4 us at 8 B against 0.6 us, and in place 2.4x the blocking call at 4 MB, whatever the
  *    wait loop (MPI_Wait, a tight MPI_Test spin or ddp__wait_all all measured the same).
  *    Exception: out of place above 16 MB MPI_Iallreduce beats the blocking call (64 MB: 36 ms
  *    vs 47 ms, the blocking one copies send to recv first), so it is used there, waited
  *    through ddp__wait_all like every other request.
+ *  - non-blocking requests (ddp_iallreduce, the reducer's buckets), run by the progress
+ *    thread while the caller computes: MPI_Iallreduce waited through ddp__wait_all, which
+ *    yields the core and then naps instead of polling it away from the caller's compute
+ *    (coll_wait_cpu_np2); large in-place calls as in the next case.
  *  - DDP_ON_TIMEOUT=return, or MPI below MPI_THREAD_MULTIPLE (no second thread may call MPI):
  *    a call must be able to give up, so every call is MPI_Iallreduce waited through
  *    ddp__wait_all; large in-place calls copy to scratch first (Open MPI's in-place
@@ -18,27 +24,53 @@
  * f16/bf16 go through user-defined MPI_Ops; counts above INT_MAX are split into chunks. */
 #include <limits.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "coll_internal.h"
 
 #define CHUNK_ELEMS ((size_t)1 << 30)
 
-/* User-defined ops: inout[i] = in[i] op inout[i], computed in f32 by the host kernels. */
-#define HALF_FN(NAME, DT, OP)                                                           \
+/* User-defined ops: inout[i] = in[i] op inout[i], computed by the host kernels (f16/bf16 in
+ * f32). */
+#define OWN_FN(NAME, DT, OP)                                                            \
   static void NAME(void *in, void *inout, int *len, MPI_Datatype *type) {              \
     (void)type;                                                                         \
     ddp__reduce_host(inout, in, (size_t)*len, DT, OP);                                  \
   }
-HALF_FN(f16_sum, DDP_F16, DDP_SUM)
-HALF_FN(f16_min, DDP_F16, DDP_MIN)
-HALF_FN(f16_max, DDP_F16, DDP_MAX)
-HALF_FN(f16_prod, DDP_F16, DDP_PROD)
-HALF_FN(bf16_sum, DDP_BF16, DDP_SUM)
-HALF_FN(bf16_min, DDP_BF16, DDP_MIN)
-HALF_FN(bf16_max, DDP_BF16, DDP_MAX)
-HALF_FN(bf16_prod, DDP_BF16, DDP_PROD)
+OWN_FN(f16_sum, DDP_F16, DDP_SUM)
+OWN_FN(f16_min, DDP_F16, DDP_MIN)
+OWN_FN(f16_max, DDP_F16, DDP_MAX)
+OWN_FN(f16_prod, DDP_F16, DDP_PROD)
+OWN_FN(bf16_sum, DDP_BF16, DDP_SUM)
+OWN_FN(bf16_min, DDP_BF16, DDP_MIN)
+OWN_FN(bf16_max, DDP_BF16, DDP_MAX)
+OWN_FN(bf16_prod, DDP_BF16, DDP_PROD)
+OWN_FN(u8_sum, DDP_U8, DDP_SUM)
+OWN_FN(u8_min, DDP_U8, DDP_MIN)
+OWN_FN(u8_max, DDP_U8, DDP_MAX)
+OWN_FN(u8_prod, DDP_U8, DDP_PROD)
+
+/* 1 when the MPI's own reduction `mo` (MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX) gives the right
+ * u8 results. Measured wrong here: Open MPI 4.1.4's AVX op component saturates 8-bit sums
+ * from 16 elements on (200 + 100 gives 255, not 44); MPICH 4.0.2 compares unsigned types as
+ * signed in MPI_MIN/MPI_MAX (u8 max of 200 and 10 gives 10). Asked once per communicator with
+ * MPI_Reduce_local (the local reduction the collectives apply) on 257 elements, enough for
+ * the vector paths and a tail, so the MPI's own op stays in use wherever it is right. */
+static int mpi_u8_op_right(MPI_Op mo, ddp_op_t op) {
+  enum { N = 257 };
+  uint8_t in[N], io[N], want[N];
+  for (int i = 0; i < N; i++) {
+    in[i] = (uint8_t)(i % 2 ? 200 + i % 13 : 10 + i % 11); /* both sides of 128, in turn */
+    io[i] = (uint8_t)(i % 2 ? 100 + i % 7 : 150 + i % 5);
+    unsigned a = in[i], b = io[i];
+    want[i] = (uint8_t)(op == DDP_SUM ? a + b : op == DDP_PROD ? a * b : op == DDP_MIN ? (a < b ? a : b)
+                                                                           : (a > b ? a : b));
+  }
+  return MPI_Reduce_local(in, io, N, MPI_UINT8_T, mo) == MPI_SUCCESS && memcmp(io, want, N) == 0;
+}
 
 ddp_status_t ddp__coll_mpi_types(ddp__coll_t *cs) {
   MPI_User_function *fns[2][DDP_OP_COUNT] = {
@@ -48,6 +80,7 @@ ddp_status_t ddp__coll_mpi_types(ddp__coll_t *cs) {
     cs->half_type[h] = MPI_DATATYPE_NULL;
     for (int o = 0; o < DDP_OP_COUNT; o++) cs->half_op[h][o] = MPI_OP_NULL;
   }
+  for (int o = 0; o < DDP_OP_COUNT; o++) cs->u8_op[o] = MPI_OP_NULL;
   cs->half_ready = 1;
   for (int h = 0; h < 2; h++) {
     DDP_MPI(MPI_Type_contiguous(2, MPI_BYTE, &cs->half_type[h]));
@@ -55,6 +88,10 @@ ddp_status_t ddp__coll_mpi_types(ddp__coll_t *cs) {
     for (int o = 0; o < DDP_OP_COUNT; o++)
       if (fns[h][o]) DDP_MPI(MPI_Op_create(fns[h][o], 1, &cs->half_op[h][o]));
   }
+  MPI_User_function *u8_fns[DDP_OP_COUNT] = {u8_sum, NULL, u8_min, u8_max, u8_prod};
+  for (int o = 0; o < DDP_OP_COUNT; o++)
+    if (u8_fns[o] && !mpi_u8_op_right(ddp__mpi_op(cs, DDP_U8, (ddp_op_t)o), (ddp_op_t)o))
+      DDP_MPI(MPI_Op_create(u8_fns[o], 1, &cs->u8_op[o]));
   return DDP_OK;
 }
 
@@ -65,6 +102,8 @@ void ddp__coll_mpi_types_free(ddp__coll_t *cs) {
     for (int o = 0; o < DDP_OP_COUNT; o++)
       if (cs->half_op[h][o] != MPI_OP_NULL) MPI_Op_free(&cs->half_op[h][o]);
   }
+  for (int o = 0; o < DDP_OP_COUNT; o++)
+    if (cs->u8_op[o] != MPI_OP_NULL) MPI_Op_free(&cs->u8_op[o]);
   cs->half_ready = 0;
 }
 
@@ -84,6 +123,7 @@ MPI_Datatype ddp__mpi_type(const ddp__coll_t *cs, ddp_dtype_t dtype) {
 MPI_Op ddp__mpi_op(const ddp__coll_t *cs, ddp_dtype_t dtype, ddp_op_t op) {
   if (op == DDP_AVG) op = DDP_SUM;
   if (dtype == DDP_F16 || dtype == DDP_BF16) return cs->half_op[dtype == DDP_BF16][op];
+  if (dtype == DDP_U8 && cs->u8_op[op] != MPI_OP_NULL) return cs->u8_op[op];
   switch (op) {
     case DDP_SUM: return MPI_SUM;
     case DDP_MIN: return MPI_MIN;
@@ -251,7 +291,11 @@ static ddp_status_t mpi_run(ddp__ctx_t *x, const ddp__ar_t *a) {
   size_t es = ddp_dtype_size(a->dtype);
   int inplace = a->send == a->recv;
   ddp__mpi_watch_t *w = NULL;
-  if (!x->c->mpi_serialized && !x->c->cfg.on_timeout_return) w = watch_get(cs);
+  /* The blocking call only on the thread of a caller blocked in this allreduce, where it is
+   * what the application's own MPI_Allreduce would be; on the progress thread (non-blocking
+   * requests, the reducer's buckets) MPI_Iallreduce under ddp__wait_all, whose wait yields the
+   * core and naps instead of polling it away from the caller's compute. */
+  if (x->on_caller && !x->c->mpi_serialized && !x->c->cfg.on_timeout_return) w = watch_get(cs);
   if (w && a->count <= CHUNK_ELEMS && (inplace || a->count * es <= NONBLOCKING_OOP_MIN))
     return watched_allreduce(w, x, inplace ? MPI_IN_PLACE : a->send, a->recv, (int)a->count, t, o);
   for (size_t off = 0; off < a->count; off += CHUNK_ELEMS) {

@@ -30,6 +30,7 @@ struct ddp_request {
   char algo_name[16];          /* copy of opts.algo (the caller's string may go away) */
   const ddp__algo_t *algo;     /* allreduce on host memory: chosen at post time */
   void *ev_in;                 /* device memory: input event recorded at post time */
+  int on_caller;               /* runs on the thread of the caller blocked in this call */
   int done;                    /* under cs->mu */
   ddp_status_t st;
   struct ddp_request *next;
@@ -156,6 +157,7 @@ static ddp_status_t execute(struct ddp_request *r) {
   ddp__ctx_t x;
   ddp__ctx_world(&x, c, kind_names[r->kind], bytes, r->opts.tag);
   x.desc.algo = "mpi";
+  x.on_caller = r->on_caller;
   if (c->timeline) ddp__timeline_event(c->timeline, 'B', kind_names[r->kind], "coll", NULL);
   ddp_status_t st = DDP_OK;
   switch (r->kind) {
@@ -236,6 +238,7 @@ static ddp_status_t submit(struct ddp_request *r, int blocking) {
   ddp__coll_t *cs = r->c->coll;
   if (r->c->mpi_serialized) {
     pthread_mutex_lock(&cs->exec);
+    r->on_caller = blocking;
     if (blocking) atomic_fetch_add(&cs->idle_waiters, 1);
     execute_here(r);
     if (blocking) atomic_fetch_sub(&cs->idle_waiters, 1);
@@ -248,7 +251,10 @@ static ddp_status_t submit(struct ddp_request *r, int blocking) {
    * which is posting order. */
   if (blocking && atomic_load(&cs->pending) == 0 && pthread_mutex_trylock(&cs->exec) == 0) {
     if (atomic_load(&cs->pending) == 0) {
+      r->on_caller = 1;
+      atomic_fetch_add(&cs->idle_waiters, 1);
       execute_record(r);
+      atomic_fetch_sub(&cs->idle_waiters, 1);
       pthread_mutex_unlock(&cs->exec);
       r->done = 1;
       return DDP_OK;
@@ -260,6 +266,7 @@ static ddp_status_t submit(struct ddp_request *r, int blocking) {
     /* Nothing queued or running: execute here. Lock order is mu -> exec everywhere. */
     pthread_mutex_lock(&cs->exec);
     pthread_mutex_unlock(&cs->mu);
+    r->on_caller = 1;
     atomic_fetch_add(&cs->idle_waiters, 1);
     execute_here(r);
     atomic_fetch_sub(&cs->idle_waiters, 1);
@@ -350,6 +357,8 @@ static void init_request(ddp__comm_t *c, ddp__coll_kind_t kind, const ddp_coll_o
   r->root = -1;
   r->algo_name[0] = '\0';
   r->algo = NULL;
+  r->ev_in = NULL;
+  r->on_caller = 0;
   r->done = 0;
   r->st = DDP_OK;
   r->next = NULL;

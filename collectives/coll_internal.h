@@ -73,6 +73,8 @@ struct ddp__ctx {
   const int *world_of; /* world rank of each rank of `comm` (NULL: comm is the world) */
   ddp_mem_t mem;
   ddp__wait_desc_t desc; /* what the watchdog names on a timeout */
+  int on_caller;         /* runs on the thread of a caller blocked in this very call (not the
+                          * progress thread): MPI's own blocking calls may wait here */
 };
 
 /* Initialises a request so that `wait` skips it. */
@@ -180,6 +182,7 @@ typedef struct ddp__coll {
   /* f16/bf16 MPI ops and datatypes (mpi algorithm) */
   MPI_Datatype half_type[2];        /* [0] f16, [1] bf16 */
   MPI_Op half_op[2][DDP_OP_COUNT];  /* avg slot unused */
+  MPI_Op u8_op[DDP_OP_COUNT];       /* own u8 ops where the MPI's are wrong, else NULL */
   int half_ready;
   /* watch thread over blocking MPI_Allreduce calls (mpi algorithm), started on first use */
   ddp__mpi_watch_t *mpi_watch;

@@ -129,4 +129,5 @@ void ddp__ctx_world(ddp__ctx_t *x, ddp__comm_t *c, const char *coll, size_t byte
   x->desc.bytes = bytes;
   x->desc.tag = tag;
   x->desc.peers = NULL;
+  x->on_caller = 0;
 }

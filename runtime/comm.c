@@ -111,6 +111,16 @@ static ddp_status_t comm_create(MPI_Comm base, int mpi_owned, ddp_comm_t *comm) 
     c->device = -1;
     st = ddp__config_load(&c->cfg, getenv_adapter, NULL);
   }
+  /* A launcher of another MPI installation starts N processes that each see a world of one:
+   * the rank count the launcher meant (tools/mpilaunch sets it) must be MPI's. */
+  int world_size = 0;
+  if (st == DDP_OK && c->cfg.world_size > 0 &&
+      MPI_Comm_size(MPI_COMM_WORLD, &world_size) == MPI_SUCCESS && world_size != c->cfg.world_size)
+    st = ddp__error(DDP_ECONFIG,
+                    "DDP_WORLD_SIZE=%d but MPI_COMM_WORLD has %d rank(s): the launcher does not "
+                    "belong to the MPI library this program runs on (another installation's "
+                    "mpirun/mpiexec starts every process as a job of its own)",
+                    c->cfg.world_size, world_size);
   /* Agree before any further collective, so a bad value on one rank cannot strand the rest. */
   st = agree(base, st, "reading DDP_* configuration");
   if (st != DDP_OK) {

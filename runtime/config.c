@@ -2,6 +2,7 @@
  * bad value is one clear init error instead of a surprise deep inside a collective. */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,8 @@ static const char *const ddp__known_vars[] = {
     "DDP_DEBUG",          "DDP_DEBUG_FILE",   "DDP_TIMELINE",     "DDP_RANKS_PER_NODE",
     "DDP_DEVICE",         "DDP_CUDA_AWARE",   "DDP_ALLREDUCE_ALGO", "DDP_DEVICE_EMULATE",
     "DDP_STAGING_CHUNK",  "DDP_STAGING_DEPTH", "DDP_TRANSPORT",   "DDP_TIMEOUT_S",
-    "DDP_ON_TIMEOUT",     "DDP_CHECK",        "DDP_REQUIRE_GPU",  NULL};
+    "DDP_ON_TIMEOUT",     "DDP_CHECK",        "DDP_REQUIRE_GPU",  "DDP_WORLD_SIZE",
+    NULL};
 
 static const char *const ddp__algos[] = {"auto", "mpi", "ring", "rhd", "shm", "hier", NULL};
 
@@ -165,6 +167,10 @@ ddp_status_t ddp__config_load(ddp__config_t *cfg, ddp__getenv_fn get, void *ctx)
   if ((v = get("DDP_CHECK", ctx)) != NULL) {
     if (!parse_bool(v, &c.check)) return bad("DDP_CHECK", v, "0 or 1");
   }
+  if ((v = get("DDP_WORLD_SIZE", ctx)) != NULL) {
+    if (!parse_long(v, 1, INT_MAX, &l)) return bad("DDP_WORLD_SIZE", v, "a rank count >= 1");
+    c.world_size = (int)l;
+  }
   *cfg = c;
   return DDP_OK;
 }
@@ -213,12 +219,12 @@ void ddp__config_format(const ddp__config_t *c, char *buf, size_t bytes) {
            "DDP_DEBUG=%s DDP_DEBUG_FILE=%s DDP_TIMELINE=%s DDP_RANKS_PER_NODE=%d DDP_DEVICE=%d "
            "DDP_CUDA_AWARE=%d DDP_ALLREDUCE_ALGO=%s DDP_DEVICE_EMULATE=%d DDP_STAGING_CHUNK=%zu "
            "DDP_STAGING_DEPTH=%d DDP_TRANSPORT=%s DDP_TIMEOUT_S=%g DDP_ON_TIMEOUT=%s DDP_CHECK=%d "
-           "DDP_REQUIRE_GPU=%d",
+           "DDP_REQUIRE_GPU=%d DDP_WORLD_SIZE=%d",
            levels[c->debug], c->debug_file[0] ? c->debug_file : "(stderr)",
            c->timeline[0] ? c->timeline : "(off)", c->ranks_per_node, c->device, c->cuda_aware,
            c->allreduce_algo, c->device_emulate, c->staging_chunk, c->staging_depth,
            transports[c->transport], c->timeout_s, c->on_timeout_return ? "return" : "abort",
-           c->check, c->require_gpu);
+           c->check, c->require_gpu, c->world_size);
 }
 
 void ddp__config_unknown(char *buf, size_t bytes) {

@@ -58,6 +58,7 @@ typedef struct ddp__config {
   double timeout_s;            /* DDP_TIMEOUT_S > 0, default 600 */
   int on_timeout_return;       /* DDP_ON_TIMEOUT=abort|return */
   int check;                   /* DDP_CHECK 0|1 */
+  int world_size;              /* DDP_WORLD_SIZE: the launcher's rank count, 0 = unchecked */
 } ddp__config_t;
 
 /* Looks up a variable; returns NULL when unset. */

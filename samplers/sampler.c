@@ -185,10 +185,12 @@ ddp_status_t ddp_sampler_agree_steps(const ddp_comm_t *comm, uint64_t local_step
   DDP_CHECK_ARG(max_steps != NULL, "max_steps is NULL");
   MPI_Comm world;
   DDP_TRY(ddp_comm_mpi(comm, DDP_COMM_WORLD, &world));
-  /* min(x) == UINT64_MAX - max(UINT64_MAX - x): both in one MPI_MAX allreduce. */
-  uint64_t send[2] = {UINT64_MAX - local_steps, local_steps}, recv[2];
-  DDP_MPI(MPI_Allreduce(send, recv, 2, MPI_UINT64_T, MPI_MAX, world));
-  *min_steps = UINT64_MAX - recv[0];
-  *max_steps = recv[1];
+  /* min(x) == ~max(~x): both in one MPI_MAX allreduce, on signed values (x ^ 2^63 orders as
+   * x does unsigned): MPICH 4.0.2 compares unsigned types as signed in MPI_MAX. */
+  const uint64_t flip = (uint64_t)1 << 63;
+  int64_t send[2] = {(int64_t)(~local_steps ^ flip), (int64_t)(local_steps ^ flip)}, recv[2];
+  DDP_MPI(MPI_Allreduce(send, recv, 2, MPI_INT64_T, MPI_MAX, world));
+  *min_steps = ~((uint64_t)recv[0] ^ flip);
+  *max_steps = (uint64_t)recv[1] ^ flip;
   return DDP_OK;
 }

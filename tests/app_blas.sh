@@ -3,7 +3,7 @@
 # launcher: on a CPU with AVX2/AVX-512 no rank may run OpenBLAS's generic kernel unless the user
 # asked for it (the apps re-execute themselves before MPI_Init with OPENBLAS_CORETYPE set), a
 # user's OPENBLAS_CORETYPE wins, and every rank reports its kernel and a positive sgemm rate.
-# Usage: app_blas.sh DDP_INFO LAUNCHER [LAUNCHER FLAGS...]   (the launcher from ddp_testing.cmake)
+# Usage: app_blas.sh DDP_INFO LAUNCHER [LAUNCHER FLAGS...]   (tools/mpilaunch, from ddp_testing.cmake)
 set -uo pipefail
 info=$1
 shift

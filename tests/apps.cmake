@@ -2,7 +2,7 @@
 # app_blas.h: the OpenBLAS kernel check before MPI_Init, through ddp_info under the launcher.
 if(TARGET ddp_info)
   add_test(NAME app_blas_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/app_blas.sh
-           $<TARGET_FILE:ddp_info> ${DDP_MPIEXEC} ${DDP_MPIRUN_FLAGS})
+           $<TARGET_FILE:ddp_info> bash ${DDP_LAUNCH})
   set_tests_properties(app_blas_np2 PROPERTIES TIMEOUT 60 LABELS "quick;mpi"
     ENVIRONMENT "${DDP_TEST_ENV}")
 endif()
@@ -11,7 +11,7 @@ endif()
 if(TARGET ddp_bench)
   add_test(NAME timeline_plot_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/timeline_plot.sh
            ${PROJECT_SOURCE_DIR} $<TARGET_FILE:ddp_bench> ${CMAKE_CURRENT_BINARY_DIR}/timeline_plot
-           ${DDP_MPIEXEC} ${DDP_MPIRUN_FLAGS})
+           bash ${DDP_LAUNCH})
   set_tests_properties(timeline_plot_np2 PROPERTIES TIMEOUT 60 LABELS "quick;mpi"
     ENVIRONMENT "${DDP_TEST_ENV}")
 endif()

@@ -30,7 +30,8 @@ long=(--epochs 1000 --limit-steps 20 --limit-test 50 --no-progress)
 now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
 
-# mpirun through the cluster: PML HOSTS NP PROG [ARGS...] > OUT; a failure is reported.
+# mpirun through the cluster: PML HOSTS NP [NAME=VALUE...] PROG [ARGS...] > OUT; a failure is
+# reported. Every launch flag is in ci/cluster/cluster.sh (ompi_flags, cmd_mpirun).
 run() {
   local out=$1
   shift
@@ -102,12 +103,12 @@ info)
   grep -q '^# nodes            : 2$' info.out || bad "not 2 nodes"
   [ "$(info_rows info.out | tr '\n' ';')" = "0 h1 0 0/2;1 h1 0 1/2;2 h2 1 0/2;3 h2 1 1/2;" ] ||
     bad "rows are not h1 h1 h2 h2 on nodes 0 0 1 1: $(info_rows info.out | tr '\n' ';')"
-  run vnodes1.out ob1 h1:2,h2:2 4 -x DDP_RANKS_PER_NODE=1 "$build/apps/ddp_info"
+  run vnodes1.out ob1 h1:2,h2:2 4 DDP_RANKS_PER_NODE=1 "$build/apps/ddp_info"
   grep -q '^# nodes            : 4 (virtual' vnodes1.out || bad "DDP_RANKS_PER_NODE=1: not 4 virtual nodes"
   [ "$(info_rows vnodes1.out | tr '\n' ';')" = "0 h1 0 0/1;1 h1 1 0/1;2 h2 2 0/1;3 h2 3 0/1;" ] ||
     bad "DDP_RANKS_PER_NODE=1 rows: $(info_rows vnodes1.out | tr '\n' ';')"
   # 3 ranks per host in virtual nodes of 2: {0,1} {2} on h1, {3,4} {5} on h2.
-  run vnodes2.out ob1 h1:3,h2:3 6 -x DDP_RANKS_PER_NODE=2 "$build/apps/ddp_info"
+  run vnodes2.out ob1 h1:3,h2:3 6 DDP_RANKS_PER_NODE=2 "$build/apps/ddp_info"
   info_rows vnodes2.out
   [ "$(info_rows vnodes2.out | tr '\n' ';')" = "0 h1 0 0/2;1 h1 0 1/2;2 h1 1 0/1;3 h2 2 0/2;4 h2 2 1/2;5 h2 3 0/1;" ] ||
     bad "DDP_RANKS_PER_NODE=2 over 3+3 ranks: a virtual node spans hosts or is misnumbered"
@@ -118,7 +119,7 @@ coll-ob1 | coll-ucx)
     read -r hosts np nh <<<"$layout"
     t0=$(now)
     # The PML asked for is the one in use (a fallback would make this test prove nothing).
-    run "topo_$np.out" "$pml" "$hosts" "$np" --mca pml_base_verbose 10 \
+    run "topo_$np.out" "$pml" "$hosts" "$np" OMPI_MCA_pml_base_verbose=10 \
       "$build/tests/cluster_topo" "$np" "$nh" 8=rhd 64K=rhd 1M=hier 16M=hier
     grep 'cluster_topo' "topo_$np.out"
     grep -q "select: component $pml selected" "topo_$np.out" || bad "$hosts: pml $pml was not selected"
@@ -176,7 +177,7 @@ linkdown)
   # outlast DDP_TIMEOUT_S and the watchdog is what ends the ranks.
   timeout_s=6
   "$cl" exec h3 sysctl -qw net.ipv4.tcp_retries2=2 || bad "sysctl on h3"
-  if MPIDDP_CLUSTER_HEAD=h3 start_training job.out ob1 h1:2,h2:2 4 -x DDP_TIMEOUT_S=$timeout_s \
+  if MPIDDP_CLUSTER_HEAD=h3 start_training job.out ob1 h1:2,h2:2 4 DDP_TIMEOUT_S=$timeout_s \
       "$train" "${long[@]}"; then
     four_ranks job.out
     sleep 1

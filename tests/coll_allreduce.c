@@ -34,7 +34,7 @@ static void run_case(ddp_comm_t *comm, const char *algo, ddp_dtype_t dt, ddp_op_
     /* The send buffer is untouched. */
     size_t sb = 0;
     for (size_t i = 0; i < n; i++)
-      sb += coll_get(sbuf, dt, i) != (double)coll_val(rank_, i, op, dt);
+      sb += !coll_elem_is(sbuf, dt, i, coll_val(rank_, i, op, dt));
     CHECK(sb == 0, "%s: send buffer modified (%zu elements)", what, sb);
   }
   CHECK(coll_identical(rbuf, n * es, MPI_COMM_WORLD), "%s %s %s n=%zu: results differ across ranks",

@@ -52,24 +52,25 @@ foreach(np 5 8)
     LABELS slow TIMEOUT 300)
 endforeach()
 # The benchmark itself, small: every algorithm, checked results, JSON written (exit 1 if wrong).
-add_test(NAME coll_bench_smoke_np2 COMMAND ${DDP_MPIEXEC} ${DDP_MPIRUN_FLAGS} -np 2
-  $<TARGET_FILE:allreduce_bench> -b 8 -e 256K -f 8 -n 3 -w 1 -J ${CMAKE_CURRENT_BINARY_DIR}/coll_bench_smoke.json)
-set_tests_properties(coll_bench_smoke_np2 PROPERTIES TIMEOUT 60 LABELS quick ENVIRONMENT "${DDP_TEST_ENV}")
-add_test(NAME coll_bench_shared_np3 COMMAND ${DDP_MPIEXEC} ${DDP_MPIRUN_FLAGS} -np 3
-  $<TARGET_FILE:allreduce_bench> -b 4 -e 1M -f 16 -n 2 -w 1 -M shared -d bf16 -o avg)
-set_tests_properties(coll_bench_shared_np3 PROPERTIES TIMEOUT 60 LABELS quick ENVIRONMENT "${DDP_TEST_ENV}")
+ddp_add_mpi_test(NAME coll_bench_smoke_np2 EXE allreduce_bench NP 2 LABELS quick TIMEOUT 60
+  ARGS -b 8 -e 256K -f 8 -n 3 -w 1 -J ${CMAKE_CURRENT_BINARY_DIR}/coll_bench_smoke.json)
+ddp_add_mpi_test(NAME coll_bench_shared_np3 EXE allreduce_bench NP 3 LABELS quick TIMEOUT 60
+  ARGS -b 4 -e 1M -f 16 -n 2 -w 1 -M shared -d bf16 -o avg)
 foreach(c broadcast allgather reducescatter)
-  add_test(NAME coll_bench_${c}_np2 COMMAND ${DDP_MPIEXEC} ${DDP_MPIRUN_FLAGS} -np 2
-    $<TARGET_FILE:allreduce_bench> -C ${c} -b 8 -e 1M -f 16 -n 2 -w 1 -d i32)
-  set_tests_properties(coll_bench_${c}_np2 PROPERTIES TIMEOUT 60 LABELS quick ENVIRONMENT "${DDP_TEST_ENV}")
+  ddp_add_mpi_test(NAME coll_bench_${c}_np2 EXE allreduce_bench NP 2 LABELS quick TIMEOUT 60
+    ARGS -C ${c} -b 8 -e 1M -f 16 -n 2 -w 1 -d i32)
 endforeach()
 
 # Device transports side by side (-M cuda -A staged,mpi,nccl) on the emulated device: every
-# result checked. Only nccl may be skipped (it needs a real GPU); the exit status counts (a
-# failed transport exits 1), and so does a skipped staged or mpi transport or a missing device.
-add_test(NAME coll_bench_cuda_emulated_np2 COMMAND ${DDP_MPIEXEC} ${DDP_MPIRUN_FLAGS} -np 2
-  -x DDP_DEVICE_EMULATE=1 $<TARGET_FILE:allreduce_bench> -M cuda -A staged,mpi,nccl,staged:ring
+# result checked; transports that cannot run here (nccl without NCCL or on the emulation) are
+# skipped with their reason. The bench's exit status counts (a transport that fails at any size
+# fails the test), and staged, mpi and staged:ring must each have run.
+ddp_launch_args(launch NP 2 ENV DDP_DEVICE_EMULATE=1)
+add_test(NAME coll_bench_cuda_emulated_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/robust_run.sh
+  --expect ok --max-s 50 --want "^# algorithm: staged$" --want "^# algorithm: mpi$"
+  --want "^# algorithm: staged:ring$" --want "^# Out of bounds values : 0 OK$"
+  --not "^# skipping (staged|mpi)" --not "WRONG|failed|wrong: [1-9]|no device on this communicator"
+  -- ${launch} $<TARGET_FILE:allreduce_bench> -M cuda -A staged,mpi,nccl,staged:ring
   -b 8 -e 1M -f 16 -n 3 -w 1)
 set_tests_properties(coll_bench_cuda_emulated_np2 PROPERTIES TIMEOUT 60 LABELS "quick;emulate"
-  ENVIRONMENT "${DDP_TEST_ENV};DDP_DEVICE_EMULATE=1"
-  FAIL_REGULAR_EXPRESSION "WRONG|wrong: [1-9]|# skipping (staged|mpi)|no device on this communicator")
+  ENVIRONMENT "${DDP_TEST_ENV};DDP_DEVICE_EMULATE=1")

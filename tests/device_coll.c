@@ -229,8 +229,8 @@ static void test_ordering(const char *tp, ddp_stream_t s) {
  * returns. With a device-wide sync the call would wait for that stream (here: until the host
  * function gives up after 3 s, which the check reports). */
 typedef struct {
-  volatile int release, timed_out;
-  int max_ms; /* 0: 3000 */
+  _Atomic int release, timed_out; /* set on one thread, read on the other */
+  int max_ms;                     /* 0: 3000 */
 } hold_t;
 /* A non-blocking collective waits for the work queued on its stream before it was posted, and
  * not for work queued there after it (the backward kernels that follow a bucket's post): its

@@ -13,10 +13,10 @@ ddp_add_mpi_test(NAME comm_virtual_nodes_np3 EXE comm_init NP 3 ARGS 2 LABELS qu
 ddp_add_mpi_test(NAME comm_adopt_np1 EXE comm_adopt NP 1 LABELS quick TIMEOUT 60)
 ddp_add_mpi_test(NAME comm_adopt_np3 EXE comm_adopt NP 3 LABELS quick TIMEOUT 60)
 add_test(NAME timeline_json_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/timeline_check.sh
-  ${DDP_MPIEXEC} $<TARGET_FILE:timeline_prog> 2)
+  ${DDP_LAUNCH} $<TARGET_FILE:timeline_prog> 2)
 set_tests_properties(timeline_json_np2 PROPERTIES TIMEOUT 60 LABELS quick ENVIRONMENT "${DDP_TEST_ENV}")
 add_test(NAME install_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/install_check.sh
-  ${PROJECT_BINARY_DIR} ${DDP_MPIEXEC})
+  ${PROJECT_BINARY_DIR} ${DDP_LAUNCH} ${MPI_C_COMPILER})
 set_tests_properties(install_np2 PROPERTIES TIMEOUT 180 LABELS install ENVIRONMENT "${DDP_TEST_ENV}")
 
 # EBUSY: a pending request or a live reducer keeps the communicator alive on every rank.

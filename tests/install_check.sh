@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the build into a temporary prefix and builds a ten-line program against it both
 # ways (pkg-config with mpicc, and CMake's find_package(mpiddp)), then runs each under
-# mpirun -np 2. Usage: install_check.sh BUILD_DIR MPIEXEC
+# the launcher (tools/mpilaunch) with 2 ranks, both built with the MPI compiler of the build.
+# Usage: install_check.sh BUILD_DIR LAUNCH [MPICC]
 set -euo pipefail
-build=$1 mpiexec=$2
+build=$1 launch=$2 mpicc=${3:-mpicc}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
@@ -27,7 +28,7 @@ C
 
 # 1. pkg-config + mpicc
 export PKG_CONFIG_PATH=$libdir/pkgconfig
-mpicc -o "$tmp/hello_pc" "$tmp/hello.c" $(pkg-config --cflags --libs mpiddp)
+"$mpicc" -o "$tmp/hello_pc" "$tmp/hello.c" $(pkg-config --cflags --libs mpiddp)
 # 2. CMake package
 mkdir -p "$tmp/proj"
 cp "$tmp/hello.c" "$tmp/proj/"
@@ -38,12 +39,12 @@ find_package(mpiddp REQUIRED)
 add_executable(hello_cmake hello.c)
 target_link_libraries(hello_cmake PRIVATE mpiddp::mpiddp)
 CM
-cmake -S "$tmp/proj" -B "$tmp/proj/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake -S "$tmp/proj" -B "$tmp/proj/build" -DCMAKE_PREFIX_PATH="$prefix" -DMPI_C_COMPILER="$mpicc" >/dev/null
 cmake --build "$tmp/proj/build" >/dev/null
 
 export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 for exe in "$tmp/hello_pc" "$tmp/proj/build/hello_cmake"; do
-  out=$("$mpiexec" --oversubscribe --bind-to none -x LD_LIBRARY_PATH -np 2 "$exe")
+  out=$("$launch" -n 2 -e LD_LIBRARY_PATH "$exe")
   echo "$out"
   n=$(grep -c "^hello from rank [01] of 2" <<<"$out")
   [ "$n" -eq 2 ] || { echo "install_check: $exe printed $n of 2 hello lines"; exit 1; }

@@ -23,7 +23,7 @@ endif()
 # Timeline events and DDP_DEBUG=INFO statistics, through a short ddp_bench run.
 if(TARGET ddp_bench)
   add_test(NAME reducer_timeline_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/reducer_timeline.sh
-    ${DDP_MPIEXEC} $<TARGET_FILE:ddp_bench> 2)
+    ${DDP_LAUNCH} $<TARGET_FILE:ddp_bench> 2)
   set_tests_properties(reducer_timeline_np2 PROPERTIES TIMEOUT 60 LABELS "quick;mpi" ENVIRONMENT "${DDP_TEST_ENV}")
 endif()
 # Device-memory buckets through the public device API, under the host emulation.

@@ -2,13 +2,12 @@
 # Runs ddp_bench briefly with DDP_TIMELINE and DDP_DEBUG=INFO and checks that the reducer's
 # events (grad_ready, bucket launch, bucket done, finish) are in the trace, that every launched
 # bucket completed, that launches are in bucket order, and that the statistics line is logged.
-# Usage: reducer_timeline.sh MPIEXEC BENCH NP
+# Usage: reducer_timeline.sh LAUNCH BENCH NP   (LAUNCH: tools/mpilaunch)
 set -euo pipefail
-mpiexec=$1 bench=$2 np=$3
+launch=$1 bench=$2 np=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-DDP_TIMELINE=$tmp/tl.json DDP_DEBUG=INFO OPENBLAS_NUM_THREADS=1 "$mpiexec" --oversubscribe --bind-to none \
-  -np "$np" -x DDP_TIMELINE -x DDP_DEBUG -x OPENBLAS_NUM_THREADS \
+"$launch" -n "$np" -e DDP_TIMELINE="$tmp/tl.json" -e DDP_DEBUG=INFO -e OPENBLAS_NUM_THREADS=1 \
   "$bench" --layers 64,128,128,128,10 --steps 3 --warmup 1 --bucket-cap-mb 0.05 --first-bucket-mb 0.01 \
   > "$tmp/out.txt" 2> "$tmp/err.txt" || { cat "$tmp/out.txt" "$tmp/err.txt"; exit 1; }
 grep -q "reducer: created" "$tmp/err.txt" || { echo "no creation log line"; cat "$tmp/err.txt"; exit 1; }

@@ -5,14 +5,10 @@
 # time (MAXS) and the messages (CHECKS: --want ERE, --once ERE, --not ERE).
 function(ddp_add_robust_test)
   cmake_parse_arguments(T "" "NAME;EXE;NP;TIMEOUT;EXPECT;MAXS" "ARGS;LABELS;ENV;CHECKS" ${ARGN})
-  set(envflags "")
-  foreach(kv ${T_ENV})
-    string(REGEX REPLACE "=.*" "" k "${kv}")
-    list(APPEND envflags -x ${k})
-  endforeach()
+  ddp_launch_args(launch NP ${T_NP} ENV ${T_ENV})
   add_test(NAME ${T_NAME} COMMAND bash ${PROJECT_SOURCE_DIR}/tests/robust_run.sh
            --expect ${T_EXPECT} --max-s ${T_MAXS} ${T_CHECKS} --
-           ${DDP_MPIEXEC} ${DDP_MPIRUN_FLAGS} ${envflags} -np ${T_NP} $<TARGET_FILE:${T_EXE}> ${T_ARGS})
+           ${launch} $<TARGET_FILE:${T_EXE}> ${T_ARGS})
   set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
     ENVIRONMENT "${DDP_TEST_ENV};${T_ENV}" SKIP_RETURN_CODE 77)
 endfunction()
@@ -43,16 +39,13 @@ ddp_add_robust_test(NAME robust_abort_np3 EXE robust_prog NP 3 ARGS abort
 ddp_add_robust_test(NAME robust_kill_np3 EXE robust_prog NP 3 ARGS kill
   EXPECT fail MAXS 30 TIMEOUT 90 LABELS quick robust
   CHECKS --want "rank 1 raises SIGKILL" --not "finished the loop")
-# DDP_CHECK=1 on rank 0 only (two app contexts): every rank's ddp_init fails, nobody hangs.
-add_test(NAME robust_check_disagree_np3 COMMAND bash ${PROJECT_SOURCE_DIR}/tests/robust_run.sh
-  --expect ok --max-s 20
-  --want "DDP_CHECK=1\\): ddp_init returned -?[0-9]+: .*DDP_CHECK differs across ranks.* -> PASS"
-  --want "DDP_CHECK=unset\\): ddp_init returned -?[0-9]+: .*DDP_CHECK differs across ranks.* -> PASS"
-  --not "-> FAIL" --
-  ${DDP_MPIEXEC} ${DDP_MPIRUN_FLAGS} -np 1 -x DDP_CHECK=1 $<TARGET_FILE:robust_prog> check_disagree
-  : -np 2 $<TARGET_FILE:robust_prog> check_disagree)
-set_tests_properties(robust_check_disagree_np3 PROPERTIES TIMEOUT 60 LABELS "quick;robust"
-  ENVIRONMENT "${DDP_TEST_ENV}")
+# DDP_CHECK=1 on rank 0 only (the program sets it there before ddp_init): every rank's
+# ddp_init fails, nobody hangs.
+ddp_add_robust_test(NAME robust_check_disagree_np3 EXE robust_prog NP 3 ARGS check_disagree
+  EXPECT ok MAXS 20 TIMEOUT 60 LABELS quick robust
+  CHECKS --want "DDP_CHECK=1\\): ddp_init returned -?[0-9]+: .*DDP_CHECK differs across ranks.* -> PASS"
+         --want "DDP_CHECK=unset\\): ddp_init returned -?[0-9]+: .*DDP_CHECK differs across ranks.* -> PASS"
+         --not "-> FAIL")
 ddp_add_robust_test(NAME robust_ok_np3 EXE robust_prog NP 3 ARGS ok
   EXPECT ok MAXS 30 TIMEOUT 60 LABELS quick robust
   CHECKS --want "robust_prog ok: PASS")
@@ -111,15 +104,17 @@ ddp_add_mpi_test(NAME soak_short_np3 EXE soak NP 3 ARGS 1000 8 777 LABELS quick 
 # ---- SIGKILL of a rank during ddp_train (from outside, as the OOM killer would) ------------
 # ddp_train reads Fashion-MNIST (Debian's dataset-fashion-mnist); without it these two cannot run.
 if(TARGET ddp_train AND EXISTS /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz)
+  ddp_launch_args(launch NP 3)
   add_test(NAME robust_kill_train_np3 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/robust_kill_train.sh
-    30 "^epoch +train_loss" -- ${DDP_MPIEXEC} ${DDP_MPIRUN_FLAGS} -np 3 $<TARGET_FILE:ddp_train>
+    30 "^epoch +train_loss" -- ${launch} $<TARGET_FILE:ddp_train>
     --epochs 1000 --limit-steps 200 --limit-test 50 --no-progress)
   set_tests_properties(robust_kill_train_np3 PROPERTIES TIMEOUT 150 LABELS "quick;robust"
     ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
   # A rank that hangs (SIGSTOP) instead of dying: mpirun sees nothing, the watchdog ends it.
+  ddp_launch_args(launch NP 3 ENV DDP_TIMEOUT_S=4)
   add_test(NAME robust_stall_train_np3 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/robust_kill_train.sh
     30 "^epoch +train_loss" STOP "mpiddp ABORT: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=4\\) waiting for collective #[0-9]+ .*peers that had not answered: [0-9]"
-    -- ${DDP_MPIEXEC} ${DDP_MPIRUN_FLAGS} -x DDP_TIMEOUT_S -np 3 $<TARGET_FILE:ddp_train>
+    -- ${launch} $<TARGET_FILE:ddp_train>
     --epochs 1000 --limit-steps 200 --limit-test 50 --no-progress)
   set_tests_properties(robust_stall_train_np3 PROPERTIES TIMEOUT 150 LABELS "quick;robust"
     ENVIRONMENT "${DDP_TEST_ENV};DDP_TIMEOUT_S=4" SKIP_RETURN_CODE 77)

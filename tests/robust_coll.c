@@ -132,8 +132,10 @@ static void run_hang(ddp_comm_t *comm, int use_return, int desync) {
       return;
     }
     ddp_request_t *rq = NULL;
-    if (use_bcast_)
-      CHECK_OK(ddp_ibroadcast(comm, b, n, DDP_F32, 0, &o, &rq));
+    if (use_bcast_) /* rooted at the rank that skips: a broadcast need not synchronise (an
+                       eager root may finish without its receivers), but nobody can receive
+                       data the root never sends, whatever the MPI */
+      CHECK_OK(ddp_ibroadcast(comm, b, n, DDP_F32, 1, &o, &rq));
     else
       CHECK_OK(ddp_iallreduce(comm, DDP_IN_PLACE, b, n, DDP_F32, DDP_SUM, &o, &rq));
     ddp_status_t st = ddp_wait(&rq);

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Kills one rank of a running training job from outside with SIGKILL (as the OOM killer or a
 # failed node would) and checks that the whole job ends, with a non-zero exit, within MAX_S.
-#   robust_kill_train.sh MAX_S STARTED_ERE [SIGNAL [WANT_ERE]] -- mpirun ... ddp_train ...
-# STARTED_ERE: a line of the job's output that shows training has begun; the victim is the
-# last of mpirun's child processes (the ranks on this node), signalled 1 s after that line.
+#   robust_kill_train.sh MAX_S STARTED_ERE [SIGNAL [WANT_ERE]] -- LAUNCHER ... ddp_train ...
+# STARTED_ERE: a line of the job's output that shows training has begun; 1 s after that line
+# the victim, the newest of the job's ranks, gets the signal. Ranks are found whatever started
+# them (children of Open MPI's mpirun, below Hydra's hydra_pmi_proxy, or of slurmstepd under
+# srun): processes that carry this run's tag in their environment (every launcher passes the
+# environment on) and run one of the command's programs; their count must be the job's
+# DDP_WORLD_SIZE.
 # SIGNAL: KILL (default) or STOP (a hung rank: only the watchdog can end the job); WANT_ERE: a
 # line the output must contain (the watchdog's report).
 set -u
@@ -15,6 +19,21 @@ if [ "${1:-}" != "--" ] && [ $# -gt 0 ]; then want=$1; shift; fi
 [ "${1:-}" = "--" ] && shift
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
+export ROBUST_KILL_TAG="robust_kill_train.$$.$RANDOM"
+progs=() # the command's programs, as /proc/PID/exe shows them
+for a in "${@:2}"; do
+  if [ -f "$a" ] && [ -x "$a" ]; then progs+=("$(realpath "$a")"); fi
+done
+find_ranks() {
+  local e p exe q
+  for e in /proc/[0-9]*/environ; do
+    p=${e#/proc/}
+    p=${p%/environ}
+    tr '\0' '\n' <"$e" 2>/dev/null | grep -qxF "ROBUST_KILL_TAG=$ROBUST_KILL_TAG" || continue
+    exe=$(readlink "/proc/$p/exe" 2>/dev/null) || continue
+    for q in "${progs[@]}"; do [ "$exe" = "$q" ] && echo "$p"; done
+  done | sort -n
+}
 "$@" >"$out" 2>&1 &
 mp=$!
 fail=0
@@ -31,12 +50,13 @@ if ! grep -Eq -- "$started" "$out"; then
   exit 1
 fi
 sleep 1
-ranks=$(pgrep -P "$mp" | sort -n)
+ranks=$(find_ranks)
 victim=$(echo "$ranks" | tail -n 1)
 nr=$(echo "$ranks" | grep -c .)
-if [ -z "$victim" ] || [ "$nr" -lt 2 ]; then
+want_nr=$(tr '\0' '\n' <"/proc/$victim/environ" 2>/dev/null | sed -n 's/^DDP_WORLD_SIZE=//p')
+if [ -z "$victim" ] || [ "$nr" -lt 2 ] || [ "$nr" != "$want_nr" ]; then
   cat "$out"
-  echo "FAIL: found $nr rank processes under mpirun (pid $mp)"
+  echo "FAIL: found $nr rank processes of the job (launcher pid $mp) running ${progs[*]}, DDP_WORLD_SIZE=${want_nr:-unset}"
   kill -TERM "$mp" 2>/dev/null
   exit 1
 fi

@@ -4,8 +4,9 @@
  *   abort       rank 1 calls ddp_abort while the others sit in a barrier
  *   kill        ring exchanges in a loop; rank 1 SIGKILLs itself at iteration 200
  *   ok          the kill loop without the kill (the script's control case)
- *   check_disagree  launched with DDP_CHECK=1 on some ranks only: ddp_init must fail on every
- *               rank with DDP_ECONFIG instead of hanging in the first fingerprint exchange
+ *   check_disagree  DDP_CHECK=1 on rank 0 only (set there between MPI_Init_thread and
+ *               ddp_init, so any launcher will do): ddp_init must fail on every rank with
+ *               DDP_ECONFIG instead of hanging in the first fingerprint exchange
  * Linked to the static library because it drives the guard's internal waits directly. */
 #include <signal.h>
 #include <stdlib.h>
@@ -53,12 +54,18 @@ int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
   ddp_comm_t comm;
   if (!strcmp(mode, "check_disagree")) {
+    int provided = 0, rank = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    unsetenv("DDP_CHECK");
+    if (rank == 0) setenv("DDP_CHECK", "1", 1);
     const char *mine = getenv("DDP_CHECK");
-    ddp_status_t st = ddp_init(&argc, &argv, MPI_COMM_NULL, &comm);
+    ddp_status_t st = ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm);
     int ok = st == DDP_ECONFIG && strstr(ddp_last_error(), "DDP_CHECK differs across ranks");
     printf("robust_prog check_disagree (DDP_CHECK=%s): ddp_init returned %d: %s -> %s\n",
            mine ? mine : "unset", (int)st, ddp_last_error(), ok ? "PASS" : "FAIL");
     if (st == DDP_OK) ddp_finalize(&comm);
+    MPI_Finalize();
     return ok ? 0 : 1;
   }
   if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {

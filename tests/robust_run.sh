@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs one failure scenario under mpirun and checks how the job ended: exit status, wall time
-# and the messages printed (each --want must match; each --once must match exactly one line).
+# Runs one job (a failure scenario, or a run that must succeed) and checks how it ended: exit
+# status, wall time and the messages printed (each --want must match; each --once must match
+# exactly one line).
 #   robust_run.sh --expect fail|ok --max-s S [--want ERE]... [--once ERE]... [--not ERE]...
 #                 [--file PATH ERE]... -- cmd...
 # --file: PATH is removed before the run and must exist afterwards with a line matching ERE

@@ -19,28 +19,22 @@ endforeach()
 ddp_add_test_exe(sampler_loader sampler_loader.c)
 ddp_add_mpi_test(NAME sampler_loader_np2 EXE sampler_loader NP 2 LABELS quick TIMEOUT 90)
 
-# apps/ddp_sampler: against the committed fixtures (always), and against python3-torch with
-# random arguments when Debian's torch is installed (exit 77 = skipped otherwise).
+# apps/ddp_sampler: against the committed fixtures, and against Debian's python3-torch with
+# random arguments (a missing torch fails the test unless MPIDDP_SKIP_TORCH=1).
 if(TARGET ddp_sampler)
   add_test(NAME sampler_app COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sampler_app.sh
            $<TARGET_FILE:ddp_sampler> ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/sampler_torch.txt)
   set_tests_properties(sampler_app PROPERTIES TIMEOUT 60 LABELS quick
     ENVIRONMENT "${DDP_TEST_ENV}")
+  # Debian's torch is in /usr/bin/python3's path (another python3 may come first on PATH).
   find_program(DDP_SYSTEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
-  if(DDP_SYSTEM_PYTHON3)
-    add_test(NAME sampler_vs_torch COMMAND ${DDP_SYSTEM_PYTHON3}
-             ${CMAKE_CURRENT_SOURCE_DIR}/sampler_vs_torch.py $<TARGET_FILE:ddp_sampler> 200)
-    set_tests_properties(sampler_vs_torch PROPERTIES TIMEOUT 60 LABELS quick
-      ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
+  if(NOT DDP_SYSTEM_PYTHON3)
+    set(DDP_SYSTEM_PYTHON3 python3)
   endif()
-  # A benchmark run, not a timed test: it prints the figures for the issue's targets (index
-  # generation for 60,000 samples < 1 ms, loader >= 10x the W-DDP training rate) and writes
-  # JSON; `ddp_sampler --bench --check` makes the exit code judge them. Timing is meaningless
-  # under the sanitizers.
-  if(DDP_SANITIZE STREQUAL "OFF")
-    add_test(NAME sampler_bench COMMAND $<TARGET_FILE:ddp_sampler> --bench
-             --json ${CMAKE_CURRENT_BINARY_DIR}/sampler_bench.json)
-    set_tests_properties(sampler_bench PROPERTIES TIMEOUT 120 LABELS bench
-      ENVIRONMENT "${DDP_TEST_ENV}")
-  endif()
+  add_test(NAME sampler_vs_torch COMMAND ${DDP_SYSTEM_PYTHON3}
+           ${CMAKE_CURRENT_SOURCE_DIR}/sampler_vs_torch.py $<TARGET_FILE:ddp_sampler> 200)
+  set_tests_properties(sampler_vs_torch PROPERTIES TIMEOUT 60 LABELS quick
+    ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
+  # The speed targets (index generation < 1 ms, loader >= 10x the training rate) are judged
+  # by bench/targets.sh (`ddp_sampler --bench --check`), not here: timing on shared machines.
 endif()

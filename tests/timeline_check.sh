@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
-# Runs timeline_prog under mpirun with DDP_TIMELINE (merged and per-rank) and DDP_DEBUG_FILE,
-# and checks the outputs with python3's json module.
-# Usage: timeline_check.sh MPIEXEC PROG NP
+# Runs timeline_prog with DDP_TIMELINE (merged and per-rank) and DDP_DEBUG_FILE, and checks
+# the outputs with python3's json module.
+# Usage: timeline_check.sh LAUNCH PROG NP   (LAUNCH: tools/mpilaunch)
 set -euo pipefail
-mpiexec=$1 prog=$2 np=$3
+launch=$1 prog=$2 np=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-run() { "$mpiexec" --oversubscribe --bind-to none -np "$np" "$@"; }
 
-DDP_TIMELINE=$tmp/merged.json DDP_DEBUG_FILE=$tmp/log.%r run -x DDP_TIMELINE -x DDP_DEBUG_FILE "$prog"
-DDP_TIMELINE=$tmp/rank%r.json run -x DDP_TIMELINE "$prog"
+"$launch" -n "$np" -e DDP_TIMELINE="$tmp/merged.json" -e DDP_DEBUG_FILE="$tmp/log.%r" "$prog"
+"$launch" -n "$np" -e DDP_TIMELINE="$tmp/rank%r.json" "$prog"
 
 python3 - "$tmp" "$np" <<'PY'
 import json, sys, os

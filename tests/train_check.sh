@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end checks of ddp_train, run by ctest (tests/train.cmake).
-#   train_check.sh MODE MPIEXEC DDP_TRAIN SCRATCH
+#   train_check.sh MODE LAUNCH DDP_TRAIN SCRATCH     (LAUNCH: tools/mpilaunch)
 # MODE: equiv    np = 1, 2, 4 with the same global batch give the same per-epoch loss (1e-4)
 #       resume   an interrupted run resumed from its checkpoint logs the very same losses
 #       corrupt  corrupt / truncated / mismatched checkpoints are refused, nothing overwritten
@@ -9,10 +9,10 @@
 #       device   --device cuda (DDP_DEVICE_EMULATE=1) logs the same losses as the host run
 #       accuracy np = 2, one full epoch reaches >= 84% test accuracy
 set -uo pipefail
-mode=$1 mpiexec=$2 train=$3 scratch=$4
+mode=$1 train=$3 scratch=$4
+launch=("$(realpath "$2")") # the script changes folder
 mkdir -p "$scratch"
 cd "$scratch" || exit 1
-mpirun=("$mpiexec" --oversubscribe --bind-to none)
 fail=0
 say() { echo "train_check[$mode]: $*"; }
 bad() { echo "train_check[$mode]: FAIL: $*" >&2; fail=1; }
@@ -22,7 +22,7 @@ case $mode in
 equiv)
   for np in 1 2 4; do
     rm -f "equiv$np.csv"
-    "${mpirun[@]}" -np $np "$train" --epochs 2 --batch $((128 / np)) "${quick[@]}" \
+    "${launch[@]}" -n $np "$train" --epochs 2 --batch $((128 / np)) "${quick[@]}" \
       --metrics "equiv$np.csv" >"equiv$np.out" 2>&1 || bad "np=$np exited with $?: $(tail -3 "equiv$np.out")"
   done
   for np in 2 4; do
@@ -41,7 +41,7 @@ determ)
   # identical per-epoch losses and accuracies and the same CRC32 of the final parameters.
   for np in 1 2 4; do
     rm -f "det$np.csv"
-    "${mpirun[@]}" -np $np "$train" --epochs 2 --batch $((128 / np)) --deterministic 4 "${quick[@]}" \
+    "${launch[@]}" -n $np "$train" --epochs 2 --batch $((128 / np)) --deterministic 4 "${quick[@]}" \
       --metrics "det$np.csv" >"det$np.out" 2>&1 || bad "np=$np exited with $?: $(tail -3 "det$np.out")"
     grep -q "deterministic, 4 lanes ($((4 / np)) per rank)" "det$np.out" || bad "np=$np: mode line missing"
   done
@@ -56,11 +56,11 @@ determ)
 resume)
   common=(--epochs 2 --batch 32 "${quick[@]}")
   rm -f full.log part.log resumed.log ck.bin
-  "${mpirun[@]}" -np 2 "$train" "${common[@]}" --log-steps full.log >full.out 2>&1 || bad "full run: $?"
+  "${launch[@]}" -n 2 "$train" "${common[@]}" --log-steps full.log >full.out 2>&1 || bad "full run: $?"
   # Interrupted at step 17 (checkpoints at 5, 10, 15), resumed from step 15 (epoch 2, step 3).
-  "${mpirun[@]}" -np 2 "$train" "${common[@]}" --checkpoint ck.bin --checkpoint-every 5 \
+  "${launch[@]}" -n 2 "$train" "${common[@]}" --checkpoint ck.bin --checkpoint-every 5 \
     --stop-after 17 --log-steps part.log >part.out 2>&1 || bad "interrupted run: $?"
-  "${mpirun[@]}" -np 2 "$train" "${common[@]}" --resume ck.bin --log-steps resumed.log \
+  "${launch[@]}" -n 2 "$train" "${common[@]}" --resume ck.bin --log-steps resumed.log \
     >resumed.out 2>&1 || bad "resumed run: $?"
   grep -q "resumed from ck.bin at epoch 2 step 3 (global step 15)" resumed.out ||
     bad "resume position not reported: $(grep resumed resumed.out)"
@@ -82,7 +82,7 @@ resume)
 corrupt)
   common=(--epochs 1 --batch 32 "${quick[@]}")
   rm -f good.bin
-  "${mpirun[@]}" -np 2 "$train" "${common[@]}" --checkpoint good.bin >good.out 2>&1 || bad "writer: $?"
+  "${launch[@]}" -n 2 "$train" "${common[@]}" --checkpoint good.bin >good.out 2>&1 || bad "writer: $?"
   [ -s good.bin ] || bad "no checkpoint written"
   size=$(stat -c %s good.bin)
   cp good.bin flip.bin
@@ -105,7 +105,7 @@ corrupt)
     args=(--epochs 1 --batch 32 "${quick[@]}")
     # shellcheck disable=SC2206
     [ -n "$extra" ] && args+=($extra)
-    "${mpirun[@]}" -np 2 "$train" "${args[@]}" --resume "$file" --checkpoint target.bin \
+    "${launch[@]}" -n 2 "$train" "${args[@]}" --resume "$file" --checkpoint target.bin \
       --metrics target.csv >case.out 2>&1
     rc=$?
     [ $rc -ne 0 ] || bad "$name: exit status 0"
@@ -117,7 +117,7 @@ corrupt)
   # Bad flags: non-zero exit, one message (rank 0 only), before any data is read.
   for args in "--epochs x" "--model vgg" "--hook fp8" "--checkpoint-every 5" "--deterministic 3" "--bogus"; do
     # shellcheck disable=SC2086
-    "${mpirun[@]}" -np 2 "$train" $args >args.out 2>&1
+    "${launch[@]}" -n 2 "$train" $args >args.out 2>&1
     rc=$?
     n=$(grep -c '^ddp_train: ' args.out)
     [ $rc -ne 0 ] && [ "$n" -eq 1 ] || bad "'$args': exit $rc, $n message(s): $(grep -m2 '^ddp_train' args.out)"
@@ -130,7 +130,7 @@ amp)
   common=(--epochs 2 --batch 32 "${quick[@]}")
   rm -f amp_*.csv ampf.log ampp.log ampr.log ampck.bin
   for a in none bf16 fp16; do
-    "${mpirun[@]}" -np 2 "$train" "${common[@]}" --amp $a --metrics amp_$a.csv >amp_$a.out 2>&1 ||
+    "${launch[@]}" -n 2 "$train" "${common[@]}" --amp $a --metrics amp_$a.csv >amp_$a.out 2>&1 ||
       bad "--amp $a: exit $?: $(tail -3 amp_$a.out)"
   done
   for a in bf16 fp16; do
@@ -141,12 +141,12 @@ amp)
   done
   grep -q "0 step(s) skipped" amp_fp16.out || bad "fp16 at the default scale skipped steps: $(grep 'amp fp16' amp_fp16.out)"
   big=(--amp fp16 --loss-scale 1e12)
-  "${mpirun[@]}" -np 2 "$train" "${common[@]}" "${big[@]}" --log-steps ampf.log >ampf.out 2>&1 || bad "fp16 1e12: $?"
+  "${launch[@]}" -n 2 "$train" "${common[@]}" "${big[@]}" --log-steps ampf.log >ampf.out 2>&1 || bad "fp16 1e12: $?"
   skipped=$(sed -n 's/^# amp fp16: \([0-9]*\) step.*/\1/p' ampf.out)
   [ "${skipped:-0}" -ge 10 ] || bad "fp16 at scale 1e12 skipped ${skipped:-no} steps, expected >= 10"
-  "${mpirun[@]}" -np 2 "$train" "${common[@]}" "${big[@]}" --checkpoint ampck.bin --checkpoint-every 6 \
+  "${launch[@]}" -n 2 "$train" "${common[@]}" "${big[@]}" --checkpoint ampck.bin --checkpoint-every 6 \
     --stop-after 7 --log-steps ampp.log >ampp.out 2>&1 || bad "fp16 interrupted: $?"
-  "${mpirun[@]}" -np 2 "$train" "${common[@]}" "${big[@]}" --resume ampck.bin --log-steps ampr.log \
+  "${launch[@]}" -n 2 "$train" "${common[@]}" "${big[@]}" --resume ampck.bin --log-steps ampr.log \
     >ampr.out 2>&1 || bad "fp16 resumed: $?"
   diff <(awk '$1 > 6' ampf.log) ampr.log >/dev/null || bad "fp16 resumed losses differ: $(diff <(awk '$1 > 6' ampf.log) ampr.log | head -3)"
   say "fp16 from scale 1e12: $skipped steps skipped; resume from step 6 identical"
@@ -157,8 +157,8 @@ device)
   # (np=2: a + b is exact in either order). Two buckets, so both views are exercised.
   common=(--epochs 2 --batch 32 --bucket-cap-mb 0.5 "${quick[@]}")
   rm -f host.log dev.log
-  "${mpirun[@]}" -np 2 "$train" "${common[@]}" --log-steps host.log >host.out 2>&1 || bad "host run: $?"
-  "${mpirun[@]}" -np 2 -x DDP_DEVICE_EMULATE=1 "$train" "${common[@]}" --device cuda \
+  "${launch[@]}" -n 2 "$train" "${common[@]}" --log-steps host.log >host.out 2>&1 || bad "host run: $?"
+  "${launch[@]}" -n 2 -e DDP_DEVICE_EMULATE=1 "$train" "${common[@]}" --device cuda \
     --log-steps dev.log >dev.out 2>&1 || bad "device run: $? $(tail -3 dev.out)"
   grep -q "buckets on emulated" dev.out || bad "device run did not use the emulated device: $(grep 'grad sync' dev.out)"
   grep -q "2 bucket(s)" dev.out || bad "expected 2 buckets: $(grep 'grad sync' dev.out)"
@@ -167,13 +167,13 @@ device)
   say "24 steps identical on host and emulated-device buckets"
   ;;
 accuracy)
-  "${mpirun[@]}" -np 2 "$train" --epochs 1 --no-progress >acc.out 2>&1 || bad "run: $?"
+  "${launch[@]}" -n 2 "$train" --epochs 1 --no-progress >acc.out 2>&1 || bad "run: $?"
   cat acc.out
   acc=$(awk '/^final: test accuracy/ { sub("%", "", $4); print $4 }' acc.out)
   awk -v a="${acc:-0}" 'BEGIN { exit !(a >= 84.0) }' || bad "test accuracy ${acc:-none}% < 84%"
   ;;
 *)
-  echo "usage: $0 equiv|determ|resume|corrupt|amp|device|accuracy MPIEXEC DDP_TRAIN SCRATCH" >&2
+  echo "usage: $0 equiv|determ|resume|corrupt|amp|device|accuracy LAUNCH DDP_TRAIN SCRATCH" >&2
   exit 2
   ;;
 esac

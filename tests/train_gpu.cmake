@@ -3,7 +3,7 @@
 # exits 77 (skipped) where no CUDA device is present, as in CI.
 if(TARGET ddp_train)
   add_test(NAME train_gpu_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_gpu.sh
-           ${DDP_MPIEXEC} $<TARGET_FILE:ddp_train> ${CMAKE_CURRENT_BINARY_DIR}/train_gpu_tmp gpu)
+           ${DDP_LAUNCH} $<TARGET_FILE:ddp_train> ${CMAKE_CURRENT_BINARY_DIR}/train_gpu_tmp gpu)
   set_tests_properties(train_gpu_np2 PROPERTIES TIMEOUT 240 LABELS "gpu;train;mpi"
     ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
 
@@ -18,7 +18,7 @@ if(TARGET ddp_train)
                              ${DDP_CBLAS_INCLUDE})
   target_link_libraries(ddp_train_gpuemu PRIVATE mpiddp m ${DDP_OPENBLAS_LIB} ZLIB::ZLIB)
   add_test(NAME train_gpu_emu_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_gpu.sh
-           ${DDP_MPIEXEC} $<TARGET_FILE:ddp_train_gpuemu> ${CMAKE_CURRENT_BINARY_DIR}/train_gpu_emu_tmp
+           ${DDP_LAUNCH} $<TARGET_FILE:ddp_train_gpuemu> ${CMAKE_CURRENT_BINARY_DIR}/train_gpu_emu_tmp
            emulate)
   set_tests_properties(train_gpu_emu_np2 PROPERTIES TIMEOUT 240 LABELS "emulate;train;mpi"
     ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)

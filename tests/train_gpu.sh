@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ddp_train --device cuda with the MLP's arithmetic on a real GPU (cuBLAS + CUDA kernels),
 # compared with the host run (tests/train_gpu.cmake, label gpu):
-#   train_gpu.sh MPIEXEC DDP_TRAIN SCRATCH [gpu|emulate]
+#   train_gpu.sh LAUNCH DDP_TRAIN SCRATCH [gpu|emulate]     (LAUNCH: tools/mpilaunch)
 # - f32, np=2, two buckets: every step's loss within 1e-3 relative of the host run's, the test
 #   accuracy within 1 point;
 # - --amp bf16 and --amp fp16 (dynamic loss scaling) against the host's CPU emulation of the
@@ -16,14 +16,14 @@
 # build has no CUDA). emulate: DDP_TRAIN is ddp_train_gpuemu (the GPU path with a host
 # stand-in of train_gpu.cu) on the emulated device: the same checks, for the wiring.
 set -uo pipefail
-mpiexec=$1 train=$2 scratch=$3 mode=${4:-gpu}
+train=$2 scratch=$3 mode=${4:-gpu}
+launch=("$(realpath "$1")") # the script changes folder
 mkdir -p "$scratch"
 cd "$scratch" || exit 1
-mpirun=("$mpiexec" --oversubscribe --bind-to none)
 if [ "$mode" = emulate ]; then
   export DDP_DEVICE_EMULATE=1
   devpat="buckets on emulated"
-  mpirun+=(-x DDP_DEVICE_EMULATE)
+  launch+=(-e DDP_DEVICE_EMULATE)
 else
   unset DDP_DEVICE_EMULATE
   devpat="buckets on cuda"
@@ -45,7 +45,7 @@ steps=30
 common=(--data "$data" --epochs 1 --batch 64 --limit-steps $steps --limit-test 1000 --bucket-cap-mb 0.5 --no-progress)
 
 # ---- probe: is there a real CUDA device, and does ddp_train use it for the arithmetic? ----
-"${mpirun[@]}" -np 1 "$train" --data "$data" --device cuda --epochs 1 --limit-steps 1 --limit-test 64 \
+"${launch[@]}" -n 1 "$train" --data "$data" --device cuda --epochs 1 --limit-steps 1 --limit-test 64 \
   --no-progress >probe.out 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then
@@ -85,9 +85,9 @@ for amp in none bf16 fp16 fp16big; do
   flags=(--amp $amp)
   [ $amp = fp16big ] && flags=(--amp fp16 --loss-scale 1e12)
   rm -f host_$amp.log gpu_$amp.log
-  "${mpirun[@]}" -np 2 "$train" "${common[@]}" "${flags[@]}" --log-steps host_$amp.log \
+  "${launch[@]}" -n 2 "$train" "${common[@]}" "${flags[@]}" --log-steps host_$amp.log \
     >host_$amp.out 2>&1 || bad "host run (amp $amp): $? $(tail -3 host_$amp.out)"
-  "${mpirun[@]}" -np 2 "$train" "${common[@]}" "${flags[@]}" --device cuda --log-steps gpu_$amp.log \
+  "${launch[@]}" -n 2 "$train" "${common[@]}" "${flags[@]}" --device cuda --log-steps gpu_$amp.log \
     >gpu_$amp.out 2>&1 || bad "GPU run (amp $amp): $? $(tail -3 gpu_$amp.out)"
   grep -q "model arithmetic: GPU" gpu_$amp.out || bad "amp $amp: arithmetic not on the GPU"
   say "amp $amp: host $(acc host_$amp.out)% vs GPU $(acc gpu_$amp.out)% test accuracy; $(grep -m1 'model arithmetic' gpu_$amp.out)"
@@ -106,9 +106,9 @@ done
 
 # ---- checkpoint and resume on the GPU ----
 rm -f part.log resumed.log ck.bin
-"${mpirun[@]}" -np 2 "$train" "${common[@]}" --device cuda --checkpoint ck.bin --checkpoint-every 10 \
+"${launch[@]}" -n 2 "$train" "${common[@]}" --device cuda --checkpoint ck.bin --checkpoint-every 10 \
   --stop-after 12 --log-steps part.log >part.out 2>&1 || bad "interrupted GPU run: $?"
-"${mpirun[@]}" -np 2 "$train" "${common[@]}" --device cuda --resume ck.bin --log-steps resumed.log \
+"${launch[@]}" -n 2 "$train" "${common[@]}" --device cuda --resume ck.bin --log-steps resumed.log \
   >resumed.out 2>&1 || bad "resumed GPU run: $? $(tail -3 resumed.out)"
 awk '$1 > 10' gpu_none.log >gpu_after10.log
 say "resume from step 10:"

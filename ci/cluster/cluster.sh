@@ -9,8 +9,10 @@
 #   cluster.sh up N                  prints the cluster folder: export MPIDDP_CLUSTER=<it>
 #   cluster.sh down [DIR]            removes everything `up` made; the blackhole route last
 #   cluster.sh exec HOST CMD...      runs CMD on HOST (h1.., or its address), environment kept
-#   cluster.sh mpirun ob1|ucx HOSTS NP PROG [ARGS...]   mpirun on h1 (or $MPIDDP_CLUSTER_HEAD)
-#                                    with the cluster's flags; HOSTS like h1:2,h2:2
+#   cluster.sh mpirun ob1|ucx HOSTS NP [NAME=VALUE...] PROG [ARGS...]   mpirun on h1 (or
+#                                    $MPIDDP_CLUSTER_HEAD) with the cluster's flags; HOSTS like
+#                                    h1:2,h2:2; NAME=VALUE for every rank, and every rank gets
+#                                    DDP_WORLD_SIZE=NP (ddp_init fails on another world size)
 #   cluster.sh shape HOST rate R | delay MS loss PCT | off   shape HOST's link both ways
 #                                    (rate: tc tbf; delay and loss: a spliced-in wire.py)
 #   cluster.sh link HOST up|down     the cable of HOST (its bridge port)
@@ -289,10 +291,12 @@ cmd_rsh() {
 
 cmd_mpirun() {
   load
-  [ $# -ge 3 ] || die "mpirun: usage: mpirun ob1|ucx HOSTS NP PROG [ARGS...]"
+  [ $# -ge 4 ] || die "mpirun: usage: mpirun ob1|ucx HOSTS NP [NAME=VALUE...] PROG [ARGS...]"
   local pml=$1 hosts=$2 np=$3
   shift 3
   ompi_flags "$pml"
+  OMPI+=(-x "DDP_WORLD_SIZE=$np")
+  while [[ $1 =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; do OMPI+=(-x "$1"); shift; done
   cmd_exec "${MPIDDP_CLUSTER_HEAD:-h1}" "${OMPI[@]}" --host "$hosts" -np "$np" "$@"
 }
 

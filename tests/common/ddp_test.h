@@ -57,13 +57,27 @@ static inline int ddp_test_algo_usable(ddp_comm_t *comm, const char *algo) {
   return all;
 }
 
+/* The test was launched for DDP_WORLD_SIZE ranks (tools/mpilaunch sets it for every job,
+ * ctest for singletons): MPI's world must be that size, or a launcher of another MPI started
+ * N singletons that would each pass as a 1-rank job. ddp_init refuses such a world too; this
+ * covers the programs that start MPI themselves. */
+static inline void ddp_test_check_world(void) {
+  const char *want = getenv("DDP_WORLD_SIZE");
+  int size = 0;
+  if (want == NULL) return;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  CHECK(atoi(want) == size, "MPI_COMM_WORLD has %d rank(s) but the test was launched for "
+        "DDP_WORLD_SIZE=%s: the launcher does not belong to this MPI library", size, want);
+}
+
 /* Reduces the failure count over MPI_COMM_WORLD (if MPI is still up), prints one verdict on
  * rank 0 and returns the process exit code. */
 static inline int ddp_test_finish(const char *name) {
-  int total = ddp_test_failures_, checks = ddp_test_checks_, rank = 0;
-  int init = 0, fin = 0;
+  int rank = 0, init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
+  if (init && !fin) ddp_test_check_world();
+  int total = ddp_test_failures_, checks = ddp_test_checks_;
   if (init && !fin) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Allreduce(&ddp_test_failures_, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);

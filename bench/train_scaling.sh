@@ -3,9 +3,12 @@
 # MLP, one BLAS thread per rank), alternating runs, best of ROUNDS each (the best run is the
 # one least disturbed by other load). Prints a table and the ratio, writes JSON, and fails
 # when the ratio is below MIN (default 1.7, the issue's target). Skips (77) on a busy machine.
-#   train_scaling.sh MPIEXEC DDP_TRAIN OUT.json [ROUNDS] [MIN]
+#   bench/train_scaling.sh [DDP_TRAIN [OUT.json [ROUNDS [MIN]]]]
+# (defaults: build/apps/ddp_train, train_scaling.json, 3, 1.7; ranks start through
+# tools/mpilaunch, MPILAUNCH_MPIEXEC names the launcher.)
 set -uo pipefail
-mpiexec=$1 train=$2 json=$3 rounds=${4:-3} min=${5:-1.7}
+launch=$(dirname "$0")/../tools/mpilaunch
+train=${1:-build/apps/ddp_train} json=${2:-train_scaling.json} rounds=${3:-3} min=${4:-1.7}
 # Both ranks need a core each: with the machine already busy (1-minute load above the core
 # count, before we start) the ratio measures the other jobs, so skip (77) rather than guess.
 cores=$(nproc 2>/dev/null || echo 1)
@@ -20,7 +23,7 @@ declare -A best
 runs=""
 for r in $(seq 1 "$rounds"); do
   for np in 1 2; do
-    out=$("$mpiexec" --oversubscribe --bind-to none -np $np "$train" "${args[@]}" 2>&1)
+    out=$("$launch" -n $np "$train" "${args[@]}" 2>&1)
     sps=$(awk '$1 == "1" && NF == 5 { print $4 }' <<<"$out")
     if [ -z "$sps" ]; then
       echo "train_scaling: np=$np run failed:"; echo "$out" | tail -5
