@@ -4,7 +4,7 @@
 # fail). Each benchmark prints its table, writes JSON and judges its own target:
 #   - ddp_sampler --bench --check: index generation for 60,000 samples < 1 ms, the loader
 #     >= 10x the W-DDP training rate (docs/sampler.md);
-#   - bench/train_scaling.sh: ddp_train samples/s at np=2 >= 1.6x np=1 (issue 13's target on 2 vCPUs) (docs/training.md).
+#   - bench/train_scaling.sh: ddp_train samples/s at np=2 >= 1.6x np=1 (2 vCPUs) (docs/training.md).
 # Usage: bench/targets.sh [BUILD_DIR [OUT_DIR]]   (defaults: build, .); exit 1 if a target is
 # missed, 77 if the machine is too busy to judge the scaling.
 set -uo pipefail

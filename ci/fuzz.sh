@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzing pass (issue 8): clang + libFuzzer + ASan/UBSan build of the library and the fuzz
+# Fuzzing pass: clang + libFuzzer + ASan/UBSan build of the library and the fuzz
 # targets in build-fuzz/, then each target for DDP_FUZZ_SECONDS (default 30) from the committed
 # corpus (ctest label `fuzz`, two at a time). Any crash, leak, hang or OOM fails the script;
 # reproducers are left in build-fuzz/tests/fuzz_<target>_work/.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The README's test command: set up, build (Release, -Werror), run every ctest test; the
+# The README's test command: set up, build (Release, -Werror), check that the library's layers
+# only look down (ci/check-layers.sh), run every ctest test; the
 # `quick` tests again over Open MPI's UCX pml; a build against MPICH (-Werror) running the
 # `quick` tests through its Hydra launcher; an ASan+UBSan build running the `quick` tests;
 # then the fuzz and ThreadSanitizer passes.
@@ -14,6 +15,9 @@ step() { printf '\n=== %s (%s) ===\n' "$1" "$(date +%H:%M:%S)"; }
 step "Release build (-Werror)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DDDP_WERROR=ON
 cmake --build build -j "$jobs"
+
+step "layers look down (ci/check-layers.sh: includes, and calls in build/'s objects)"
+bash ci/check-layers.sh build
 
 step "all tests (build/)"
 ctest --test-dir build --output-on-failure
@@ -31,6 +35,7 @@ step "MPICH build (-Werror), quick tests through Hydra (build-mpich/)"
 cmake -S . -B build-mpich -DCMAKE_BUILD_TYPE=Release -DDDP_WERROR=ON -DDDP_CUDA=OFF \
   -DMPI_C_COMPILER=mpicc.mpich
 cmake --build build-mpich -j "$jobs"
+bash ci/check-layers.sh build-mpich # the objects of a build without CUDA
 ctest --test-dir build-mpich -L quick --output-on-failure
 
 step "ASan+UBSan build, quick tests (build-asan/)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ThreadSanitizer pass (issue 8): a -DDDP_SANITIZE=thread build in build-tsan/ running the
+# ThreadSanitizer pass: a -DDDP_SANITIZE=thread build in build-tsan/ running the
 # tests that exercise threads: the collectives' progress engine (non-blocking requests
 # completed on the engine thread while the caller posts more), the reducer (buckets handed to
 # the progress thread during backward), the guard, the device emulation (a thread per stream,

@@ -1,9 +1,11 @@
 /* Collectives state on the communicator: the layer's own duplicates of the world, node and
  * cross-node communicators, the progress engine, f16/bf16 MPI types, the node-shared pool.
- * Created by comm create (collective), torn down by comm destroy (collective). */
+ * Created by comm create (collective), torn down by comm destroy (collective). Also the
+ * communicator's public constructors, which pass the core the device and collectives hooks. */
 #include <stdlib.h>
 
 #include "coll_internal.h"
+#include "device_internal.h"
 
 static void free_state(ddp__coll_t *cs) {
   ddp__coll_mpi_types_free(cs);
@@ -100,11 +102,31 @@ ddp_status_t ddp__coll_comm_init(ddp__comm_t *c) {
 
 void ddp__coll_comm_fini(ddp__comm_t *c) {
   ddp__coll_t *cs = c->coll;
-  if (!cs) return;
-  ddp__coll_mpi_watch_stop(cs);
-  ddp__coll_engine_stop(cs);
-  ddp__shm_free(cs);
-  ddp__pool_free_all(cs);
-  free_state(cs);
-  c->coll = NULL;
+  if (cs) {
+    ddp__coll_mpi_watch_stop(cs);
+    ddp__coll_engine_stop(cs);
+    ddp__shm_free(cs);
+    ddp__pool_free_all(cs);
+    free_state(cs);
+    c->coll = NULL;
+  }
+  /* After the engine stopped: it may have been running a device collective. */
+  ddp__devcoll_free(c);
+}
+
+/* ---- the communicator's public constructors ----------------------------------------------
+ * They live here, in the highest layer that keeps state on the communicator, and hand the core
+ * (runtime/core/comm.c) the hooks of the layers above it, bottom to top. */
+static const ddp__comm_layer_t comm_layers[] = {
+    {ddp__device_probe, "device binding", ddp__device_comm_init, ddp__device_comm_fini},
+    {NULL, NULL, ddp__coll_comm_init, ddp__coll_comm_fini},
+};
+#define NLAYERS ((int)(sizeof comm_layers / sizeof comm_layers[0]))
+
+ddp_status_t ddp_comm_create(MPI_Comm base, ddp_comm_t *comm) {
+  return ddp__comm_create(base, comm, comm_layers, NLAYERS);
+}
+
+ddp_status_t ddp_init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t *comm) {
+  return ddp__init(argc, argv, base, comm, comm_layers, NLAYERS);
 }

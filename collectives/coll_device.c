@@ -36,9 +36,11 @@ ddp_status_t ddp__devcoll_get(ddp__comm_t *c, ddp__devcoll_t **out) {
   return DDP_OK;
 }
 
-void ddp__devcoll_free(ddp__device_t *d) {
-  ddp__devcoll_t *dc = d->coll;
+void ddp__devcoll_free(ddp__comm_t *c) {
+  ddp__device_t *d = c->dev;
+  ddp__devcoll_t *dc = d ? d->coll : NULL;
   if (!dc) return;
+  d->impl->bind(d);
   if (dc->s_d2h) d->impl->stream_sync(d, dc->s_d2h);
   if (dc->s_h2d) d->impl->stream_sync(d, dc->s_h2d);
   ddp__nccl_free(dc);

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "coll_internal.h"
+#include "device_internal.h"
 
 struct ddp_request {
   ddp__comm_t *c;

@@ -5,6 +5,7 @@
 
 #include "ddp_collectives.h"
 #include "ddp_internal.h"
+#include "kernels_internal.h"
 
 /* ==== transports ==========================================================================
  * An algorithm (ring, rhd, hier) never touches its buffers itself: every byte it moves or
@@ -225,35 +226,7 @@ static inline void *ddp__align64(void *p) {
 DDP_HIDDEN void ddp__ctx_world(ddp__ctx_t *x, ddp__comm_t *c, const char *coll, size_t bytes,
                                int tag);
 
-/* ==== host kernels (coll_reduce.c) ========================================================
- * Exported for the reducer's fp16/bf16 compression hook. */
-/* dst[i] = dst[i] op src[i]; op != DDP_AVG. */
-DDP_HIDDEN void ddp__reduce_host(void *dst, const void *src, size_t count, ddp_dtype_t dtype,
-                                 ddp_op_t op);
-/* dst[i] = a[i] op b[i] (dst may alias a or b). */
-DDP_HIDDEN void ddp__reduce3_host(void *dst, const void *a, const void *b, size_t count,
-                                  ddp_dtype_t dtype, ddp_op_t op);
-/* buf[i] /= divisor (f16/bf16 in f32, rounded; integers truncated toward zero). */
-DDP_HIDDEN void ddp__scale_host(void *buf, size_t count, ddp_dtype_t dtype, double divisor);
-/* Conversions, round to nearest-even; NaN stays NaN. */
-DDP_HIDDEN float ddp__f16_to_f32(uint16_t h);
-DDP_HIDDEN uint16_t ddp__f32_to_f16(float f);
-DDP_HIDDEN float ddp__bf16_to_f32(uint16_t h);
-DDP_HIDDEN uint16_t ddp__f32_to_bf16(float f);
-DDP_HIDDEN void ddp__f16_to_f32_n(float *dst, const uint16_t *src, size_t count);
-DDP_HIDDEN void ddp__f32_to_f16_n(uint16_t *dst, const float *src, size_t count);
-DDP_HIDDEN void ddp__bf16_to_f32_n(float *dst, const uint16_t *src, size_t count);
-DDP_HIDDEN void ddp__f32_to_bf16_n(uint16_t *dst, const float *src, size_t count);
-/* dst[i] = half(src[i] * scale): the reducer's compression hooks fold the 1/world division into
- * the conversion (one pass over the bucket). */
-DDP_HIDDEN void ddp__f32_to_f16_scaled_n(uint16_t *dst, const float *src, size_t count,
-                                         float scale);
-DDP_HIDDEN void ddp__f32_to_bf16_scaled_n(uint16_t *dst, const float *src, size_t count,
-                                          float scale);
-/* Large copies (memcpy, split so the watchdog-free loop stays cache friendly). */
-DDP_HIDDEN void ddp__copy_host(void *dst, const void *src, size_t bytes);
-
-/* ==== device-memory collectives (collectives/coll_device.c, owned by the GPU layer) ========
+/* ==== device-memory collectives (collectives/coll_device.c) ================================
  * The dispatcher calls this for opts->mem == DDP_MEM_CUDA after its argument checks, on the
  * thread that executes the collective (progress engine or caller), holding cs->exec. It picks
  * the transport (DDP_TRANSPORT: CUDA-aware MPI, staged, NCCL) and runs the host algorithms on
@@ -288,5 +261,13 @@ DDP_HIDDEN ddp_status_t ddp__coll_device_post(ddp__comm_t *c, ddp__coll_kind_t k
 DDP_HIDDEN void ddp__coll_device_release(ddp__comm_t *c, void *ev_in);
 DDP_HIDDEN ddp_status_t ddp__coll_device_run(ddp__comm_t *c, struct ddp__coll *cs,
                                              const ddp__dev_call_t *call);
+/* Frees the device collectives' state (streams, events, staging buffers, NCCL), created on
+ * the first device collective, with the device current; nothing without one. Called by
+ * ddp__coll_comm_fini, which runs before the device layer's fini. */
+DDP_HIDDEN void ddp__devcoll_free(ddp__comm_t *c);
+
+/* The collectives' hooks on the communicator (ddp__comm_layer_t, coll_comm.c). */
+DDP_HIDDEN ddp_status_t ddp__coll_comm_init(ddp__comm_t *c);
+DDP_HIDDEN void ddp__coll_comm_fini(ddp__comm_t *c);
 
 #endif /* DDP_COLL_INTERNAL_H */

@@ -3,7 +3,7 @@
 #ifndef DDP_COLLECTIVES_H
 #define DDP_COLLECTIVES_H
 
-#include "ddp_runtime.h"
+#include "ddp_comm.h"
 
 #ifdef __cplusplus
 extern "C" {

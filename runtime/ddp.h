@@ -4,7 +4,7 @@
 
 #include "ddp_config.h"
 #include "ddp_types.h"
-#include "ddp_runtime.h"
+#include "ddp_comm.h"
 #include "ddp_collectives.h"
 #include "ddp_reducer.h"
 #include "ddp_device.h"

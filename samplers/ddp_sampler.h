@@ -4,7 +4,7 @@
 #ifndef DDP_SAMPLER_H
 #define DDP_SAMPLER_H
 
-#include "ddp_runtime.h"
+#include "ddp_comm.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,4 +1,4 @@
-/* Host reduction kernels (collectives/coll_reduce.c, compiled into this program): f16/bf16
+/* Host reduction kernels (collectives/kernels/coll_reduce.c, compiled into this program): f16/bf16
  * conversions against the compiler's _Float16 and against the round-to-nearest-even rule,
  * the array (F16C / vectorised) forms against the scalar ones, every dtype x op against a
  * plain reference, in-place and three-operand forms, and the avg scaling. No MPI needed. */

@@ -4,7 +4,7 @@
 ddp_add_test_exe(coll_allreduce coll_allreduce.c)
 ddp_add_test_exe(coll_api coll_api.c)
 # The host kernels are hidden in the library: this unit test compiles them in.
-ddp_add_test_exe(coll_kernels coll_kernels.c ${PROJECT_SOURCE_DIR}/collectives/coll_reduce.c)
+ddp_add_test_exe(coll_kernels coll_kernels.c ${PROJECT_SOURCE_DIR}/collectives/kernels/coll_reduce.c)
 ddp_add_mpi_test(NAME coll_kernels EXE coll_kernels NP 0 LABELS quick TIMEOUT 60)
 foreach(np 1 2 3 4)
   ddp_add_mpi_test(NAME coll_allreduce_np${np} EXE coll_allreduce NP ${np} ARGS all quick host

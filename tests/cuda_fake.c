@@ -1,5 +1,5 @@
 /* The CUDA backend, the GPU probe and the NCCL transport run without a GPU: this program is
- * linked with runtime/device_cuda.c, runtime/device_probe.c and collectives/coll_nccl.c compiled
+ * linked with runtime/device/device_cuda.c, runtime/device/device_probe.c and collectives/transports/coll_nccl.c compiled
  * against the fake CUDA runtime and NCCL of tests/fake_cuda (DDP_CUDA_FAKE), and with the rest
  * of the library (static, for its internals). It checks what only a GPU run would otherwise
  * show, and what one GPU cannot show at all:
@@ -26,8 +26,6 @@
 #include "coll_device_internal.h"
 #include "ddp_test.h"
 #include "fake_cuda.h"
-
-DDP_HIDDEN ddp_status_t ddp__device_probe(ddp__comm_t *c);
 
 static int rank, size;
 static MPI_Comm data_comm;

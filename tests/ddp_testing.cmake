@@ -32,16 +32,14 @@ endif()
 function(ddp_add_test_exe exe)
   add_executable(${exe} ${ARGN})
   target_link_libraries(${exe} PRIVATE mpiddp m)
-  target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common
-    ${PROJECT_SOURCE_DIR}/runtime ${PROJECT_SOURCE_DIR}/collectives ${PROJECT_SOURCE_DIR}/samplers)
+  target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common ${DDP_HEADER_DIRS})
 endfunction()
 
 # Programs that drive internal (ddp__, hidden) interfaces link the static library.
 function(ddp_add_internal_test_exe exe)
   add_executable(${exe} ${ARGN})
   target_link_libraries(${exe} PRIVATE mpiddp_static m)
-  target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common
-    ${PROJECT_SOURCE_DIR}/runtime ${PROJECT_SOURCE_DIR}/collectives ${PROJECT_SOURCE_DIR}/samplers)
+  target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common ${DDP_HEADER_DIRS})
 endfunction()
 
 function(ddp_launch_args out)

@@ -1,4 +1,4 @@
-# Foundation tests: communicator, configuration, logging, timeline, install.
+# Foundation tests: communicator, configuration, logging, timeline, install, layering.
 ddp_add_test_exe(comm_init comm_init.c)
 ddp_add_test_exe(comm_adopt comm_adopt.c)
 ddp_add_test_exe(timeline_prog timeline_prog.c)
@@ -23,3 +23,9 @@ set_tests_properties(install_np2 PROPERTIES TIMEOUT 180 LABELS install ENVIRONME
 ddp_add_test_exe(comm_busy comm_busy.c)
 ddp_add_mpi_test(NAME comm_busy_np1 EXE comm_busy NP 1 LABELS quick TIMEOUT 60)
 ddp_add_mpi_test(NAME comm_busy_np3 EXE comm_busy NP 3 LABELS quick TIMEOUT 60)
+
+# The layers look down (ci/check-layers.sh on this build), and the check refuses a planted
+# upward include and a planted upward call.
+add_test(NAME check_layers COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_layers.sh
+  ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} ${CMAKE_C_COMPILER})
+set_tests_properties(check_layers PROPERTIES TIMEOUT 60 LABELS quick)

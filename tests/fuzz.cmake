@@ -1,15 +1,12 @@
-# Fuzz targets (issue 8) for the parsers that read untrusted bytes: the DDP_* configuration
-# parser, the IDX dataset reader (and the checkpoint reader once apps/common/checkpoint.h exists).
+# Fuzz targets for the parsers that read untrusted bytes: the DDP_* configuration parser, the
+# IDX dataset reader and the training checkpoint reader (apps/common/checkpoint.h).
 # Every build replays the committed corpus (tests/fuzz/corpus/<target>) through each target
 # (label quick); with -DDDP_FUZZ=ON and clang, libFuzzer binaries run for DDP_FUZZ_SECONDS
 # each (label fuzz; ci/fuzz.sh).
 set(DDP_FUZZ_DIR ${CMAKE_CURRENT_LIST_DIR}/fuzz)
 set(DDP_FUZZ_SECONDS 30 CACHE STRING "Seconds each libFuzzer target runs under ctest -L fuzz")
 
-set(DDP_FUZZ_TARGETS config idx)
-if(EXISTS ${PROJECT_SOURCE_DIR}/apps/common/checkpoint.h AND EXISTS ${DDP_FUZZ_DIR}/fuzz_ckpt.c)
-  list(APPEND DDP_FUZZ_TARGETS ckpt)
-endif()
+set(DDP_FUZZ_TARGETS config idx ckpt)
 
 if(DDP_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
@@ -18,10 +15,9 @@ if(DDP_FUZZ)
   # The fuzzed parsers and what they call, built with coverage instrumentation (so libFuzzer
   # is guided by the library code, not only the target file) and independent of the rest of
   # the library (ci/fuzz.sh builds nothing else).
-  add_library(ddp_fuzz_lib STATIC ${PROJECT_SOURCE_DIR}/runtime/config.c
-    ${PROJECT_SOURCE_DIR}/runtime/error.c ${PROJECT_SOURCE_DIR}/samplers/dataset.c)
-  target_include_directories(ddp_fuzz_lib PUBLIC ${PROJECT_SOURCE_DIR}/runtime
-    ${PROJECT_SOURCE_DIR}/collectives ${PROJECT_SOURCE_DIR}/samplers ${PROJECT_BINARY_DIR}/include)
+  add_library(ddp_fuzz_lib STATIC ${PROJECT_SOURCE_DIR}/runtime/core/config.c
+    ${PROJECT_SOURCE_DIR}/runtime/core/error.c ${PROJECT_SOURCE_DIR}/samplers/dataset.c)
+  target_include_directories(ddp_fuzz_lib PUBLIC ${DDP_HEADER_DIRS} ${PROJECT_BINARY_DIR}/include)
   target_compile_options(ddp_fuzz_lib PRIVATE -fsanitize=fuzzer-no-link)
   target_link_libraries(ddp_fuzz_lib PUBLIC MPI::MPI_C ZLIB::ZLIB m)
 endif()
@@ -30,16 +26,16 @@ foreach(t ${DDP_FUZZ_TARGETS})
   file(GLOB seeds CONFIGURE_DEPENDS ${DDP_FUZZ_DIR}/corpus/${t}/*)
   add_executable(fuzz_${t}_replay ${DDP_FUZZ_DIR}/fuzz_${t}.c ${DDP_FUZZ_DIR}/replay_main.c)
   target_link_libraries(fuzz_${t}_replay PRIVATE mpiddp_static m)
-  target_include_directories(fuzz_${t}_replay PRIVATE ${PROJECT_SOURCE_DIR}/runtime
-    ${PROJECT_SOURCE_DIR}/samplers ${PROJECT_SOURCE_DIR}/apps/common ${PROJECT_BINARY_DIR}/include)
+  target_include_directories(fuzz_${t}_replay PRIVATE ${DDP_HEADER_DIRS}
+    ${PROJECT_SOURCE_DIR}/apps/common ${PROJECT_BINARY_DIR}/include)
   add_test(NAME fuzz_${t}_corpus COMMAND fuzz_${t}_replay ${seeds})
   set_tests_properties(fuzz_${t}_corpus PROPERTIES TIMEOUT 60 LABELS "quick;robust"
     ENVIRONMENT "${DDP_TEST_ENV}")
   if(DDP_FUZZ)
     add_executable(fuzz_${t} ${DDP_FUZZ_DIR}/fuzz_${t}.c)
     target_link_libraries(fuzz_${t} PRIVATE ddp_fuzz_lib ZLIB::ZLIB m)
-    target_include_directories(fuzz_${t} PRIVATE ${PROJECT_SOURCE_DIR}/runtime
-      ${PROJECT_SOURCE_DIR}/samplers ${PROJECT_SOURCE_DIR}/apps/common ${PROJECT_BINARY_DIR}/include)
+    target_include_directories(fuzz_${t} PRIVATE ${DDP_HEADER_DIRS}
+      ${PROJECT_SOURCE_DIR}/apps/common ${PROJECT_BINARY_DIR}/include)
     target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
     target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
     math(EXPR tmo "${DDP_FUZZ_SECONDS} + 90")

@@ -1,4 +1,4 @@
-/* Unit test of the guard (runtime/guard.c) through its internal interface: fingerprint
+/* Unit test of the guard (runtime/core/guard.c) through its internal interface: fingerprint
  * agreement and mismatch reports (DDP_CHECK=1), watchdog deadlines with DDP_ON_TIMEOUT=return.
  * Run with DDP_CHECK=1 DDP_ON_TIMEOUT=return; linked to the static library for ddp__ symbols. */
 #include <string.h>

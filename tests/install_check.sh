@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix and builds a ten-line program against it both
+# Installs the build into a temporary prefix, checks the installed headers (exactly the
+# expected names, each compiling on its own) and builds a ten-line program against it both
 # ways (pkg-config with mpicc, and CMake's find_package(mpiddp)), then runs each under
 # the launcher (tools/mpilaunch) with 2 ranks, both built with the MPI compiler of the build.
 # Usage: install_check.sh BUILD_DIR LAUNCH [MPICC]
@@ -12,6 +13,18 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 libdir=$(dirname "$(find "$prefix" -name 'libmpiddp.so' | head -1)")
 test -f "$libdir/libmpiddp.a" || { echo "static library not installed"; exit 1; }
 test -f "$prefix/include/mpiddp/ddp.h" || { echo "ddp.h not installed"; exit 1; }
+# The installed headers are exactly these, and each compiles on its own under its installed
+# name (ddp_runtime.h: the communicator header's former name, kept for existing code).
+headers="ddp.h ddp_collectives.h ddp_comm.h ddp_config.h ddp_device.h ddp_reducer.h ddp_runtime.h
+ddp_sampler.h ddp_types.h"
+got=$(cd "$prefix/include/mpiddp" && ls | LC_ALL=C sort | tr '\n' ' ')
+want=$(tr -s ' \n' '\n' <<<"$headers" | LC_ALL=C sort | tr '\n' ' ')
+[ "$got" = "$want" ] || { echo "install_check: installed headers '$got', expected '$want'"; exit 1; }
+for h in $headers; do
+  printf '#include <%s>\nint main(void) { return 0; }\n' "$h" >"$tmp/h.c"
+  "$mpicc" -std=c11 -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include/mpiddp" "$tmp/h.c" ||
+    { echo "install_check: installed $h does not compile on its own"; exit 1; }
+done
 
 cat > "$tmp/hello.c" <<'C'
 #include <stdio.h>

@@ -1,4 +1,4 @@
-# Robustness tests (issue 8): watchdog, collective fingerprints, failure handling (kill, abort),
+# Robustness tests: watchdog, collective fingerprints, failure handling (kill, abort),
 # soak. The fuzz targets are in tests/fuzz.cmake.
 
 # A failure scenario run through tests/robust_run.sh, which checks the exit status, the wall

@@ -1,4 +1,4 @@
-/* Failure scenarios through the public collectives (issue 8), run by tests/robust_run.sh or as
+/* Failure scenarios through the public collectives, run by tests/robust_run.sh or as
  * plain MPI tests:
  *   mismatch     DDP_CHECK=1: ranks call collectives that differ in count, dtype, op, root or
  *                kind; every rank gets DDP_EMISMATCH naming the ranks and fields, and matched

@@ -1,4 +1,4 @@
-# SLURM tests (issue 6): a private single-node SLURM (ci/slurm/with_slurm.sh: munged,
+# SLURM tests: a private single-node SLURM (ci/slurm/with_slurm.sh: munged,
 # slurmctld and slurmd as children of the test, stopped by pid) runs each CPU batch script of
 # apps/slurm/ with sbatch --wait; the job output must show the ranks and the accuracy line.
 # Skips (77) where slurm-wlm or munge is not installed.

@@ -1,4 +1,4 @@
-/* Soak test (issue 8): N non-blocking collectives (default 20,000) with random kinds, sizes,
+/* Soak test: N non-blocking collectives (default 20,000) with random kinds, sizes,
  * dtypes, ops, algorithms and in/out-of-place, up to W in flight, on verifiable data; every
  * result is checked exactly and resident memory less shared memory must stay flat (end within
  * 5% of the value after a warm-up quarter). Every rank draws the same sequence from one shared seed.

@@ -1,4 +1,4 @@
-# Tests of ddp_train (issue 6): model gradients, schedule and checkpoint format (unit), loss
+# Tests of ddp_train: model gradients, schedule and checkpoint format (unit), loss
 # equivalence across world sizes, resume equality, refused checkpoints, accuracy after 1 epoch.
 set(DDP_TRAIN_TMP ${CMAKE_CURRENT_BINARY_DIR}/train_tmp)
 file(MAKE_DIRECTORY ${DDP_TRAIN_TMP})

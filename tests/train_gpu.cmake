@@ -1,4 +1,4 @@
-# ddp_train --device cuda with the model's arithmetic on a real GPU (issue 7 item 4): loss
+# ddp_train --device cuda with the model's arithmetic on a real GPU: loss
 # per step against the host run (f32, bf16, fp16) and a resume, np=2 on one GPU. Label gpu:
 # exits 77 (skipped) where no CUDA device is present, as in CI.
 if(TARGET ddp_train)

@@ -1,5 +1,5 @@
-/* A fake of the part of the CUDA runtime API that runtime/device_cuda.c, device_probe.c and
- * collectives/coll_nccl.c use, for the unit tests of their error handling without a GPU
+/* A fake of the part of the CUDA runtime API that runtime/device/device_cuda.c, device_probe.c and
+ * collectives/transports/coll_nccl.c use, for the unit tests of their error handling without a GPU
  * (tests/cuda_fake.c; controls in fake_cuda.h). It keeps the runtime's per-thread last error:
  * a failing call sets it, cudaGetLastError returns and clears it, cudaPeekAtLastError returns
  * it, and cudaEventQuery on an unfinished event sets cudaErrorNotReady, as the real runtime

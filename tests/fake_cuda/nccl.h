@@ -1,4 +1,4 @@
-/* A fake of the part of NCCL that collectives/coll_nccl.c uses (tests/cuda_fake.c; controls
+/* A fake of the part of NCCL that collectives/transports/coll_nccl.c uses (tests/cuda_fake.c; controls
  * in fake_cuda.h). Collectives run at once on host memory through MPI and enforce NCCL's
  * in-place rules (reduce-scatter: recvbuff == sendbuff + rank*recvcount; allgather:
  * sendbuff == recvbuff + rank*sendcount; any other overlap is refused); the communicator

@@ -1,5 +1,5 @@
 /* libFuzzer target for the DDP_* configuration parser (ddp__config_parse_text in
- * runtime/config.c) and the size parser: any input either parses into a configuration whose
+ * runtime/core/config.c) and the size parser: any input either parses into a configuration whose
  * every field is in range, or fails with DDP_ECONFIG / DDP_EINVAL and a message naming it. */
 #include <stdint.h>
 #include <stdlib.h>

@@ -8,7 +8,7 @@
  * host waits for it. A failure (NCCL error, asynchronous error, timeout) aborts the NCCL
  * communicator (ncclCommAbort stops its kernels) and is sticky: later nccl collectives fail at
  * once with the first reason instead of retrying the creation on every call. Two ranks on one
- * GPU never get here: the device probe refuses nccl for them (runtime/device_probe.c).
+ * GPU never get here: the device probe refuses nccl for them (runtime/device/device_probe.c).
  * tests/cuda_fake.c runs this file against the fake NCCL of tests/fake_cuda. */
 #include "coll_device_internal.h"
 

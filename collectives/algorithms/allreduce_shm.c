@@ -78,10 +78,10 @@ struct ddp__shm {
   char **stage;     /* n entries: staging area (2 halves) */
   uint64_t epoch;
   uint64_t tiny_seq;
-  unsigned flip;
+  unsigned flip;    /* which half the next staged use takes */
   double spin_s;    /* busy-wait this long before sleeping on the flag */
   double spin_idle_s; /* ... while a caller waits for the collective with nothing else to do */
-  int cma_ok;       /* every rank may process_vm_readv every other (same answer everywhere) */    /* which half the next staged use takes */
+  int cma_ok;       /* every rank may process_vm_readv every other (same answer everywhere) */
   const char **src; /* n entries, per-call scratch */
   char **res;
   const char **in;  /* reduce inputs in rank order */

@@ -1,12 +1,12 @@
 /* The communicator: MPI start-up or adoption, the world/node/cross-node communicators,
- * virtual nodes (DDP_RANKS_PER_NODE), logging, timeline and the hooks of the other layers. */
+ * virtual nodes (DDP_RANKS_PER_NODE), logging, timeline, and the init/fini hooks the layers
+ * above hand in (ddp__comm_layer_t; the public constructors that pass them are in
+ * collectives/coll_comm.c). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ddp_internal.h"
-
-DDP_HIDDEN ddp_status_t ddp__device_probe(ddp__comm_t *c); /* device_probe.c */
 
 static const char *getenv_adapter(const char *name, void *ctx) {
   (void)ctx;
@@ -100,7 +100,8 @@ static void probe_shm(ddp__comm_t *c) {
   c->shm_ok = all;
 }
 
-static ddp_status_t comm_create(MPI_Comm base, int mpi_owned, ddp_comm_t *comm) {
+static ddp_status_t comm_create(MPI_Comm base, int mpi_owned, ddp_comm_t *comm,
+                                const ddp__comm_layer_t *layers, int nlayers) {
   ddp__comm_t *c = calloc(1, sizeof *c);
   int base_size = 0;
   ddp_status_t st = DDP_OK;
@@ -109,6 +110,8 @@ static ddp_status_t comm_create(MPI_Comm base, int mpi_owned, ddp_comm_t *comm) 
     c->world = c->node = c->cross = MPI_COMM_NULL;
     c->mpi_owned = mpi_owned;
     c->device = -1;
+    c->layers = layers;
+    c->nlayers = nlayers;
     st = ddp__config_load(&c->cfg, getenv_adapter, NULL);
   }
   /* A launcher of another MPI installation starts N processes that each see a world of one:
@@ -149,19 +152,25 @@ static ddp_status_t comm_create(MPI_Comm base, int mpi_owned, ddp_comm_t *comm) 
   if (st != DDP_OK) goto fail;
 
   probe_shm(c);
-  st = agree(c->world, ddp__device_probe(c), "device binding");
-  if (st != DDP_OK) goto fail;
+  for (int i = 0; i < nlayers; i++) {
+    if (!layers[i].probe) continue;
+    st = agree(c->world, layers[i].probe(c), layers[i].probe_phase);
+    if (st != DDP_OK) goto fail;
+  }
 
-  int hooks = 0;
-  st = ddp__device_comm_init(c);
-  if (st == DDP_OK) hooks = 1, st = ddp__coll_comm_init(c);
-  if (st == DDP_OK) hooks = 2, st = ddp__guard_comm_init(c);
-  if (st == DDP_OK) hooks = 3;
+  int hooks = 0, guard = 0;
+  while (st == DDP_OK && hooks < nlayers) {
+    st = layers[hooks].init(c);
+    if (st == DDP_OK) hooks++;
+  }
+  if (st == DDP_OK) {
+    st = ddp__guard_comm_init(c);
+    guard = (st == DDP_OK);
+  }
   st = agree(c->world, st, "layer initialisation");
   if (st != DDP_OK) {
-    if (hooks >= 3) ddp__guard_comm_fini(c);
-    if (hooks >= 2) ddp__coll_comm_fini(c);
-    if (hooks >= 1) ddp__device_comm_fini(c);
+    if (guard) ddp__guard_comm_fini(c);
+    while (hooks > 0) layers[--hooks].fini(c);
     goto fail;
   }
 
@@ -196,7 +205,8 @@ fail:
   return st;
 }
 
-ddp_status_t ddp_comm_create(MPI_Comm base, ddp_comm_t *comm) {
+ddp_status_t ddp__comm_create(MPI_Comm base, ddp_comm_t *comm, const ddp__comm_layer_t *layers,
+                              int nlayers) {
   DDP_CHECK_ARG(comm != NULL, "comm is NULL");
   int init = 0, fin = 0;
   MPI_Initialized(&init);
@@ -206,10 +216,11 @@ ddp_status_t ddp_comm_create(MPI_Comm base, ddp_comm_t *comm) {
                       fin ? "already finalised" : "not initialised");
   if (base == MPI_COMM_NULL) base = MPI_COMM_WORLD;
   memset(comm, 0, sizeof *comm);
-  return comm_create(base, 0, comm);
+  return comm_create(base, 0, comm, layers, nlayers);
 }
 
-ddp_status_t ddp_init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t *comm) {
+ddp_status_t ddp__init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t *comm,
+                       const ddp__comm_layer_t *layers, int nlayers) {
   DDP_CHECK_ARG(comm != NULL, "comm is NULL");
   DDP_CHECK_ARG((argc == NULL) == (argv == NULL), "argc (%p) and argv (%p) must both be set or both NULL",
                 (void *)argc, (void *)argv);
@@ -225,7 +236,7 @@ ddp_status_t ddp_init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t *comm) 
   }
   if (base == MPI_COMM_NULL) base = MPI_COMM_WORLD;
   memset(comm, 0, sizeof *comm);
-  ddp_status_t st = comm_create(base, owned, comm);
+  ddp_status_t st = comm_create(base, owned, comm, layers, nlayers);
   if (st != DDP_OK && owned) MPI_Finalize();
   return st;
 }
@@ -239,8 +250,7 @@ ddp_status_t ddp_comm_destroy(ddp_comm_t *comm) {
   st = agree(c->world, st, "ddp_comm_destroy");
   if (st != DDP_OK) return st;
   ddp__guard_comm_fini(c);
-  ddp__coll_comm_fini(c);
-  ddp__device_comm_fini(c);
+  for (int i = c->nlayers; i > 0; i--) c->layers[i - 1].fini(c);
   ddp_status_t wst = ddp__timeline_write(c->timeline, c->world, 1);
   ddp__timeline_close(c->timeline);
   ddp__logger_close(&c->log);

@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
-#include "ddp_runtime.h"
+#include "ddp_comm.h"
 
 #define DDP_HIDDEN __attribute__((visibility("hidden")))
 
@@ -109,12 +109,27 @@ DDP_HIDDEN void ddp__timeline_close(ddp__timeline_t *tl);
 #define DDP__COMM_MAGIC 0x6464705f636f6d6dULL /* "ddp_comm" */
 #define DDP__COMM_CLOSED 0x6464705f636c6f73ULL /* "ddp_clos" */
 
-/* Extension state owned by other layers; each layer allocates its own in its init hook. */
+/* Extension state of the layers that keep some on the communicator; each allocates its own in
+ * its init hook and frees it in its fini hook. The core never looks inside the upper layers'. */
 struct ddp__coll;    /* collectives/: progress engine, shared pool, algorithm state */
-struct ddp__device;  /* runtime/device*: device layer, streams, staging buffers, NCCL */
-struct ddp__guard;   /* runtime/guard*: watchdog and collective fingerprints */
+struct ddp__device;  /* runtime/device/: device layer, streams, staging buffers, NCCL */
+struct ddp__guard;   /* runtime/core/guard.c: watchdog and collective fingerprints */
 
-typedef struct ddp__comm {
+typedef struct ddp__comm ddp__comm_t;
+/* The hooks of a layer above the core that keeps state on the communicator. Comm create runs,
+ * after the MPI communicators, logger and timeline exist: every `probe` (may be NULL), each
+ * agreed across the world on its own under the name `probe_phase`; then every `init` in table
+ * order and the guard's last, agreed as one step; destroy runs the guard's fini, then every
+ * `fini` in reverse order. The table is a constant of the layer that passes it (the public
+ * constructors, collectives/coll_comm.c), so the core never names a layer above it. */
+typedef struct ddp__comm_layer {
+  ddp_status_t (*probe)(ddp__comm_t *c);
+  const char *probe_phase;
+  ddp_status_t (*init)(ddp__comm_t *c);
+  void (*fini)(ddp__comm_t *c);
+} ddp__comm_layer_t;
+
+struct ddp__comm {
   MPI_Comm world; /* dup of the caller's base communicator */
   MPI_Comm node;  /* ranks of this (possibly virtual) node */
   MPI_Comm cross; /* ranks with the same local rank, one per node */
@@ -137,7 +152,9 @@ typedef struct ddp__comm {
   struct ddp__coll *coll;
   struct ddp__device *dev;
   struct ddp__guard *guard;
-} ddp__comm_t;
+  const ddp__comm_layer_t *layers; /* the hooks this communicator was created with */
+  int nlayers;
+};
 
 /* Checks the handle and returns its implementation; DDP_EINVAL for NULL, DDP_ESTATE for a
  * destroyed communicator. `argname` names the argument in the message. */
@@ -147,18 +164,16 @@ DDP_HIDDEN ddp_status_t ddp__comm_get(const ddp_comm_t *comm, const char *argnam
 DDP_HIDDEN void ddp__comm_retain(ddp__comm_t *c);
 DDP_HIDDEN void ddp__comm_release(ddp__comm_t *c);
 
-/* Layer hooks called by comm create (after the communicators exist) and destroy (in reverse
- * order). Each layer implements its pair in its own file. */
-DDP_HIDDEN ddp_status_t ddp__device_comm_init(ddp__comm_t *c); /* GPU binding + probe */
-DDP_HIDDEN void ddp__device_comm_fini(ddp__comm_t *c);
-/* Makes the communicator's device current on the calling thread (no-op without a device). */
-DDP_HIDDEN ddp_status_t ddp__device_bind_thread(ddp__comm_t *c);
-DDP_HIDDEN ddp_status_t ddp__coll_comm_init(ddp__comm_t *c);
-DDP_HIDDEN void ddp__coll_comm_fini(ddp__comm_t *c);
+/* ddp_comm_create and ddp_init with the hooks of the layers above (ddp__comm_layer_t). */
+DDP_HIDDEN ddp_status_t ddp__comm_create(MPI_Comm base, ddp_comm_t *comm,
+                                         const ddp__comm_layer_t *layers, int nlayers);
+DDP_HIDDEN ddp_status_t ddp__init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t *comm,
+                                  const ddp__comm_layer_t *layers, int nlayers);
+/* The guard's own pair (core), run after the upper layers' inits and before their finis. */
 DDP_HIDDEN ddp_status_t ddp__guard_comm_init(ddp__comm_t *c);
 DDP_HIDDEN void ddp__guard_comm_fini(ddp__comm_t *c);
 
-/* ---- guard: watchdog deadlines and collective fingerprints (runtime/guard.c) ------------ */
+/* ---- guard: watchdog deadlines and collective fingerprints (runtime/core/guard.c) ------- */
 /* What a wait is for, so a timeout can name it: sequence number, collective, algorithm,
  * bytes, caller's tag (bucket index) and the peer of each request (-1 unknown). */
 typedef struct ddp__wait_desc {

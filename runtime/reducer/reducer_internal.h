@@ -1,4 +1,4 @@
-/* Private state of the reducer (runtime/reducer*.c), and the small bucket-memory interface
+/* Private state of the reducer (runtime/reducer/), and the small bucket-memory interface
  * (reducer_mem.c) that the device work extends for DDP_MEM_CUDA buckets. */
 #ifndef DDP_REDUCER_INTERNAL_H
 #define DDP_REDUCER_INTERNAL_H

@@ -110,7 +110,7 @@ unsigned blocks_for(size_t work) {
 
 // Each launcher returns cudaGetLastError() after its launch: the launch's own error, provided
 // no earlier call on this thread left one behind. The device layer clears every error it
-// handles (runtime/device_cuda.c, including cudaEventQuery's cudaErrorNotReady), so a stale
+// handles (runtime/device/device_cuda.c, including cudaEventQuery's cudaErrorNotReady), so a stale
 // error here can only come from the application's own unchecked calls on this thread.
 template <class Tr>
 int launch_reduce(void *dst, const void *src, size_t n, int op, cudaStream_t s) {

@@ -44,7 +44,6 @@ void ddp__device_comm_fini(ddp__comm_t *c) {
   ddp__device_t *d = c->dev;
   if (!d) return;
   d->impl->bind(d);
-  ddp__devcoll_free(d);
   for (int i = 0; i < d->npool; i++) d->impl->event_destroy(d, d->pool[i]);
   pthread_mutex_destroy(&d->pool_mu);
   d->impl->fini(d);

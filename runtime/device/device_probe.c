@@ -17,8 +17,6 @@
 #include <mpi-ext.h>
 #endif
 
-ddp_status_t ddp__device_probe(ddp__comm_t *c);
-
 /* The ranks of this rank's real host: the node communicator, unless nodes are virtual. */
 static ddp_status_t host_comm(ddp__comm_t *c, MPI_Comm *host) {
   *host = c->node;

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../collectives/coll_internal.h"
+#include "kernels_internal.h"
 #include "ddp_device.h"
 #include "reducer_internal.h"
 

@@ -3,7 +3,7 @@
 #ifndef DDP_DEVICE_H
 #define DDP_DEVICE_H
 
-#include "ddp_runtime.h"
+#include "ddp_comm.h"
 
 #ifdef __cplusplus
 extern "C" {

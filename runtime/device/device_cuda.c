@@ -1,5 +1,6 @@
 /* CUDA implementation of the device layer: cudaMalloc / cudaMallocHost (never managed memory),
- * non-blocking streams, timing-free events, and the reduction kernels of device_kernels.cu.
+ * non-blocking streams, timing-free events, and the reduction kernels (the kernels layer's
+ * collectives/kernels/device_kernels.cu).
  * The device layer binds the device on every thread that calls in (each public call, the
  * progress engine when it starts, a collective run on the caller's thread), so CUDA-aware MPI
  * and NCCL find it current too; each entry here binds again as well (cheap when current), for

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_internal.h"
 #include "device_internal.h"
 
 #define STREAM_MAGIC 0x656d757374726d00ULL /* "emustrm" */

@@ -2,7 +2,7 @@
  * f16/bf16 widened to f32 in small blocks and rounded back to nearest-even. */
 #include <string.h>
 
-#include "coll_internal.h"
+#include "kernels_internal.h"
 
 typedef union { uint32_t u; float f; } ddp__fbits_t;
 

@@ -6,13 +6,23 @@
 
 #include "ddp_device.h"
 #include "ddp_internal.h"
+#include "kernels_internal.h"
 
 typedef struct ddp__device ddp__device_t;
 
+/* The device layer's hooks on the communicator (ddp__comm_layer_t): the probe binds this rank
+ * to a GPU (device_probe.c: c->device, gpu_count, cuda_aware, shared-GPU facts), init picks
+ * the implementation and creates c->dev, fini frees it. */
+DDP_HIDDEN ddp_status_t ddp__device_probe(ddp__comm_t *c);
+DDP_HIDDEN ddp_status_t ddp__device_comm_init(ddp__comm_t *c);
+DDP_HIDDEN void ddp__device_comm_fini(ddp__comm_t *c);
+/* Makes the communicator's device current on the calling thread (no-op without a device). */
+DDP_HIDDEN ddp_status_t ddp__device_bind_thread(ddp__comm_t *c);
+
 /* The CUDA backend (device_cuda.c, device_probe.c's binding) and the NCCL transport
- * (collectives/coll_nccl.c) are compiled in CUDA builds, and against the fake CUDA runtime and
- * NCCL of tests/fake_cuda (DDP_CUDA_FAKE) by the unit tests of their error handling, which run
- * without a GPU. */
+ * (collectives/transports/coll_nccl.c) are compiled in CUDA builds, and against the fake CUDA
+ * runtime and NCCL of tests/fake_cuda (DDP_CUDA_FAKE) by the unit tests of their error
+ * handling, which run without a GPU. */
 #ifdef DDP_CUDA_FAKE
 #define DDP__CUDA_BACKEND 1
 #define DDP__NCCL_BACKEND 1
@@ -74,7 +84,10 @@ DDP_HIDDEN extern const ddp__devimpl_t ddp__devimpl_emu;
 DDP_HIDDEN extern const ddp__devimpl_t ddp__devimpl_cuda;
 #endif
 
-struct ddp__devcoll; /* collectives/coll_device.c: transports, staging buffers, NCCL */
+/* The device collectives' state (collectives/coll_device.c: streams, staging buffers, NCCL),
+ * created on the first device collective and freed by the collectives' fini hook, which runs
+ * before the device's: the device layer never looks inside. */
+struct ddp__devcoll;
 
 struct ddp__device {
   ddp__comm_t *c;
@@ -100,23 +113,10 @@ struct ddp__device {
 DDP_HIDDEN ddp_status_t ddp__device_event_get(ddp__device_t *d, ddp_event_t *ev);
 DDP_HIDDEN void ddp__device_event_put(ddp__device_t *d, ddp_event_t ev);
 
-/* Freed by device_comm_fini (defined in collectives/coll_device.c). */
-DDP_HIDDEN void ddp__devcoll_free(ddp__device_t *d);
-
 /* Resolves DDP_TRANSPORT (or `requested`, "auto|mpi|staged|nccl") for this device: DDP_OK with
  * *t set, or DDP_ENOTSUP/DDP_EINVAL explaining why that transport cannot run here. */
 DDP_HIDDEN ddp_status_t ddp__device_pick_transport(ddp__comm_t *c, const char *requested,
                                                    ddp__transport_t *t);
 DDP_HIDDEN const char *ddp__transport_name(ddp__transport_t t);
-
-/* Kernel launchers in device_kernels.cu (CUDA builds): 0 or a cudaError_t value (the launch's
- * own: the device layer never leaves an error of its own behind as the thread's last error). */
-#if DDP__CUDA_BACKEND
-int ddp__cuda_reduce(void *dst, const void *src, size_t count, int dtype, int op, void *stream);
-int ddp__cuda_scale(void *buf, size_t count, int dtype, double factor, int divide, void *stream);
-int ddp__cuda_convert(void *dst, int dst_dtype, const void *src, int src_dtype, size_t count,
-                      void *stream);
-int ddp__cuda_nonfinite(const void *buf, size_t count, int dtype, int *flag, void *stream);
-#endif
 
 #endif /* DDP_DEVICE_INTERNAL_H */

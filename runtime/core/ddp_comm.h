@@ -1,7 +1,7 @@
 /* The communicator layer: MPI start-up, world/node/cross-node communicators, GPU binding,
  * capability probe, configuration from DDP_* variables, logging and the timeline trace. */
-#ifndef DDP_RUNTIME_H
-#define DDP_RUNTIME_H
+#ifndef DDP_COMM_H
+#define DDP_COMM_H
 
 #include <mpi.h>
 
@@ -92,4 +92,4 @@ DDP_API ddp_status_t ddp_timeline_flush(ddp_comm_t *comm);
 #ifdef __cplusplus
 }
 #endif
-#endif /* DDP_RUNTIME_H */
+#endif /* DDP_COMM_H */

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Checks that the library's layers only look down (docs/architecture.md). The layers, bottom to
+# top, and their folders are read from CMakeLists.txt (DDP_LAYERS, DDP_LAYER_<name>_DIRS), the
+# one place that defines them. Fails (exit 1, one line per finding) on:
+#   - a source or header under runtime/, collectives/ or samplers/ that belongs to no layer
+#     (a new folder must be given a layer, or nothing would check it);
+#   - an upward #include: a file including a header of a higher layer, by the folder that holds
+#     that header (quoted includes, also by relative path), or the umbrella ddp.h;
+#   - an upward call: an undefined ddp_/ddp__ symbol in a layer's object files that only a
+#     higher layer's objects define (nm over BUILD_DIR/CMakeFiles/ddp_layer_<name>.dir).
+# The compiler already refuses upward includes (each layer's include path holds only itself
+# and the layers below); this script also catches a relative path and upward calls, which
+# link fine.
+# Usage: ci/check-layers.sh [BUILD_DIR]   (default build; the library must be built there)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-build}
+case $build in /*) ;; *) build=$PWD/$build ;; esac
+cd "$root"
+
+# ---- the layer table, from CMakeLists.txt -------------------------------------------------
+cmake_list() { # the words of `set(NAME word...)` in CMakeLists.txt (may span lines)
+  awk -v name="$1" '
+    index($0, "set(" name " ") == 1 || index($0, "set(" name ")") == 1 { on = 1 }
+    on { line = line " " $0; if (index($0, ")")) exit }
+    END { sub(/^[^(]*\(/, "", line); sub(/\).*$/, "", line); print line }' CMakeLists.txt |
+    tr -s ' \t' '\n' | sed '1d' | grep -v '^$' || true
+}
+mapfile -t layers < <(cmake_list DDP_LAYERS)
+[ "${#layers[@]}" -ge 2 ] || { echo "check-layers: no DDP_LAYERS in CMakeLists.txt"; exit 1; }
+declare -A rank_of_dir=() header_dir=() rank_of_layer=()
+for i in "${!layers[@]}"; do
+  l=${layers[$i]}
+  rank_of_layer[$l]=$i
+  mapfile -t dirs < <(cmake_list "DDP_LAYER_${l}_DIRS")
+  [ "${#dirs[@]}" -ge 1 ] || { echo "check-layers: no DDP_LAYER_${l}_DIRS in CMakeLists.txt"; exit 1; }
+  header_dir[$l]=${dirs[0]}
+  for d in "${dirs[@]}"; do rank_of_dir[$d]=$i; done
+done
+umbrella=runtime/ddp.h
+
+fail=0
+report() { echo "check-layers: $*"; fail=1; }
+
+# Layer rank of a header by the folder that holds it (-1: not a layer's header).
+header_rank() {
+  local d
+  d=$(dirname "$1")
+  if [ -n "${rank_of_dir[$d]+x}" ]; then echo "${rank_of_dir[$d]}"; else echo -1; fi
+}
+declare -A header_path=() # basename -> path, for includes by name through the include path
+for l in "${layers[@]}"; do
+  for h in "${header_dir[$l]}"/*.h; do
+    [ -e "$h" ] && header_path[$(basename "$h")]=$h
+  done
+done
+header_path[$(basename "$umbrella")]=$umbrella
+
+# ---- every file belongs to a layer; includes look down --------------------------------------
+nfiles=0
+while IFS= read -r f; do
+  nfiles=$((nfiles + 1))
+  [ "$f" = "$umbrella" ] && continue
+  d=$(dirname "$f")
+  if [ -z "${rank_of_dir[$d]+x}" ]; then
+    report "$f: folder $d belongs to no layer (add it to a DDP_LAYER_<name>_DIRS in CMakeLists.txt)"
+    continue
+  fi
+  r=${rank_of_dir[$d]}
+  while IFS= read -r hit; do
+    line=${hit%%:*}
+    inc=${hit#*:}
+    inc=${inc#*\"}
+    inc=${inc%%\"*}
+    target=""
+    if [ -e "$d/$inc" ]; then
+      target=$(realpath -m --relative-to="$root" "$d/$inc")
+    elif [ -n "${header_path[$(basename "$inc")]+x}" ]; then
+      target=${header_path[$(basename "$inc")]}
+    fi
+    [ -n "$target" ] || continue # system or generated header (ddp_config.h)
+    if [ "$target" = "$umbrella" ]; then
+      report "$f:$line includes the umbrella $inc (for users only): include the layer headers it needs"
+      continue
+    fi
+    tr=$(header_rank "$target")
+    if [ "$tr" -gt "$r" ]; then
+      report "$f:$line: layer ${layers[$r]} includes $inc of the higher layer ${layers[$tr]} ($target)"
+    fi
+  done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" || true)
+done < <(find runtime collectives samplers -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | sort)
+[ "$nfiles" -gt 0 ] || report "no sources found under runtime/ collectives/ samplers/"
+
+# ---- calls look down ---------------------------------------------------------------------------
+declare -A def_rank=()
+nobj=0
+for i in "${!layers[@]}"; do
+  objdir=$build/CMakeFiles/ddp_layer_${layers[$i]}.dir
+  if [ ! -d "$objdir" ]; then
+    report "no objects of layer ${layers[$i]} in $objdir: build the library first"
+    continue
+  fi
+  while IFS= read -r sym; do
+    def_rank[$sym]=$i
+  done < <(find "$objdir" -name '*.o' -exec nm -g --defined-only {} + 2>/dev/null |
+           awk 'NF >= 3 && $3 ~ /^ddp_/ { print $3 }' | sort -u)
+  nobj=$((nobj + $(find "$objdir" -name '*.o' | wc -l)))
+done
+[ "$nobj" -gt 0 ] || report "no object files under $build/CMakeFiles/ddp_layer_*.dir"
+for i in "${!layers[@]}"; do
+  objdir=$build/CMakeFiles/ddp_layer_${layers[$i]}.dir
+  [ -d "$objdir" ] || continue
+  while IFS= read -r o; do
+    while IFS= read -r sym; do
+      [ -n "${def_rank[$sym]+x}" ] || continue # defined outside the library (MPI, CUDA, libc)
+      dr=${def_rank[$sym]}
+      if [ "$dr" -gt "$i" ]; then
+        report "${o#"$objdir"/}: layer ${layers[$i]} calls $sym of the higher layer ${layers[$dr]}"
+      fi
+    done < <(nm -u "$o" | awk '$2 ~ /^ddp_/ { print $2 }' | sort -u)
+  done < <(find "$objdir" -name '*.o' | sort)
+done
+
+if [ "$fail" -ne 0 ]; then
+  echo "check-layers: FAIL (layers bottom to top: ${layers[*]}; see docs/architecture.md)"
+  exit 1
+fi
+echo "check-layers: PASS ($nfiles files, $nobj objects; layers bottom to top: ${layers[*]})"

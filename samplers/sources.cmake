@@ -1,4 +1,0 @@
-# Sources of the sampler / data-loading layer.
-file(GLOB DDP_SAMPLER_C CONFIGURE_DEPENDS ${CMAKE_CURRENT_LIST_DIR}/*.c)
-list(APPEND DDP_SOURCES ${DDP_SAMPLER_C})
-list(APPEND DDP_PUBLIC_HEADERS ${CMAKE_CURRENT_LIST_DIR}/ddp_sampler.h)

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# ci/check-layers.sh passes on this tree and build, and fails, naming the culprit, on a copy of
+# the sources with an upward #include planted (device.c including the collectives' header) and
+# on a copy of the build's layer objects with an upward call planted (an object of the core
+# layer calling the collectives' ddp__coll_comm_init).
+# Usage: check_layers.sh SOURCE_DIR BUILD_DIR CC
+set -euo pipefail
+src=$1 build=$2 cc=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+check=ci/check-layers.sh
+
+echo "1. the tree as it is"
+bash "$src/$check" "$build"
+
+expect_fail() { # what, expected message, check-layers arguments
+  local what=$1 want=$2 out rc=0
+  shift 2
+  out=$(bash "$@" 2>&1) || rc=$?
+  echo "$out"
+  if [ "$rc" -eq 0 ] || ! grep -qF -- "$want" <<<"$out"; then
+    echo "check_layers: FAIL: $what was not refused with '$want'"
+    exit 1
+  fi
+}
+
+echo "2. an upward #include planted into a copy of the sources"
+mkdir "$tmp/src"
+cp -r "$src/CMakeLists.txt" "$src/ci" "$src/runtime" "$src/collectives" "$src/samplers" "$tmp/src/"
+printf '#include "coll_internal.h"\n' >>"$tmp/src/runtime/device/device.c"
+expect_fail "an upward include" \
+  "runtime/device/device.c:$(wc -l <"$tmp/src/runtime/device/device.c"): layer device includes coll_internal.h of the higher layer collectives" \
+  "$tmp/src/$check" "$build"
+cp "$src/runtime/device/device.c" "$tmp/src/runtime/device/device.c"
+
+echo "3. an upward call planted into a copy of the layer objects"
+mkdir -p "$tmp/build/CMakeFiles"
+cp -r "$build"/CMakeFiles/ddp_layer_*.dir "$tmp/build/CMakeFiles/"
+printf 'void ddp__coll_comm_init(void *c);\nvoid ddp__planted(void) { ddp__coll_comm_init(0); }\n' \
+  >"$tmp/planted.c"
+"$cc" -c -o "$tmp/build/CMakeFiles/ddp_layer_core.dir/planted.c.o" "$tmp/planted.c"
+expect_fail "an upward call" \
+  "planted.c.o: layer core calls ddp__coll_comm_init of the higher layer collectives" \
+  "$tmp/src/$check" "$tmp/build"
+echo "check_layers: PASS (passes as it is; refuses a planted upward include and call)"
