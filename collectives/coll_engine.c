@@ -234,15 +234,23 @@ ddp_status_t ddp__coll_engine_stop(ddp__coll_t *cs) {
   return DDP_OK;
 }
 
+/* Runs r on the thread of the caller blocked in it (cs->exec held): waits inside it may spin
+ * longer (idle_waiters: the caller's core would idle anyway), and the mpi algorithm may use the
+ * MPI's own blocking call (on_caller). */
+static void execute_for_caller(ddp__coll_t *cs, struct ddp_request *r) {
+  r->on_caller = 1;
+  atomic_fetch_add(&cs->idle_waiters, 1);
+  execute_here(r);
+  atomic_fetch_sub(&cs->idle_waiters, 1);
+}
+
 /* Hands r to the engine (non-blocking) or runs it here. r->done is set when finished. */
 static ddp_status_t submit(struct ddp_request *r, int blocking) {
   ddp__coll_t *cs = r->c->coll;
   if (r->c->mpi_serialized) {
     pthread_mutex_lock(&cs->exec);
-    r->on_caller = blocking;
-    if (blocking) atomic_fetch_add(&cs->idle_waiters, 1);
-    execute_here(r);
-    if (blocking) atomic_fetch_sub(&cs->idle_waiters, 1);
+    if (blocking) execute_for_caller(cs, r);
+    else execute_here(r);
     pthread_mutex_unlock(&cs->exec);
     r->done = 1;
     return DDP_OK;
@@ -252,10 +260,7 @@ static ddp_status_t submit(struct ddp_request *r, int blocking) {
    * which is posting order. */
   if (blocking && atomic_load(&cs->pending) == 0 && pthread_mutex_trylock(&cs->exec) == 0) {
     if (atomic_load(&cs->pending) == 0) {
-      r->on_caller = 1;
-      atomic_fetch_add(&cs->idle_waiters, 1);
-      execute_record(r);
-      atomic_fetch_sub(&cs->idle_waiters, 1);
+      execute_for_caller(cs, r);
       pthread_mutex_unlock(&cs->exec);
       r->done = 1;
       return DDP_OK;
@@ -267,10 +272,7 @@ static ddp_status_t submit(struct ddp_request *r, int blocking) {
     /* Nothing queued or running: execute here. Lock order is mu -> exec everywhere. */
     pthread_mutex_lock(&cs->exec);
     pthread_mutex_unlock(&cs->mu);
-    r->on_caller = 1;
-    atomic_fetch_add(&cs->idle_waiters, 1);
-    execute_here(r);
-    atomic_fetch_sub(&cs->idle_waiters, 1);
+    execute_for_caller(cs, r);
     pthread_mutex_unlock(&cs->exec);
     r->done = 1;
     return DDP_OK;
