@@ -143,11 +143,13 @@ typedef struct ddp_synthetic_opts {
   int classes;                       /* >= 1 */
   uint64_t seed;
 } ddp_synthetic_opts_t;
+/* Defaults: 1000 samples of shape {1}, 10 classes, seed 0. DDP_EINVAL when opt is NULL. */
+DDP_API ddp_status_t ddp_synthetic_opts_default(ddp_synthetic_opts_t *opt);
 DDP_API ddp_status_t ddp_dataset_synthetic(const ddp_synthetic_opts_t *opt,
                                            ddp_dataset_t **out);
 
-/* Frees the dataset and sets *ds = NULL; NULL / *ds == NULL is a no-op. Destroying a dataset that a live loader uses is the
- * caller's error (destroy the loader first). */
+/* Frees the dataset and sets *ds = NULL; NULL / *ds == NULL is a no-op. Destroying a
+ * dataset that a live loader uses is the caller's error (destroy the loader first). */
 DDP_API ddp_status_t ddp_dataset_destroy(ddp_dataset_t **ds);
 DDP_API ddp_status_t ddp_dataset_info(const ddp_dataset_t *ds, ddp_dataset_info_t *info);
 /* Reads sample `index` into x[0 .. sample_elems-1] (x_count must be >= sample_elems) and its

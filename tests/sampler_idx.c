@@ -279,7 +279,17 @@ static void test_fmnist(void) {
 }
 
 static void test_synthetic(void) {
-  ddp_synthetic_opts_t o = {.count = 100, .ndim = 2, .dims = {3, 5}, .classes = 10, .seed = 7};
+  ddp_synthetic_opts_t o;
+  CHECK_ST(ddp_synthetic_opts_default(NULL), DDP_EINVAL);
+  CHECK_MSG("opt");
+  CHECK_OK(ddp_synthetic_opts_default(&o));
+  CHECK(o.count == 1000 && o.ndim == 1 && o.dims[0] == 1 && o.classes == 10 && o.seed == 0,
+        "synthetic defaults");
+  o.count = 100;
+  o.ndim = 2;
+  o.dims[0] = 3;
+  o.dims[1] = 5;
+  o.seed = 7;
   ddp_dataset_t *a = NULL, *b = NULL, *c = NULL;
   CHECK_OK(ddp_dataset_synthetic(&o, &a));
   CHECK_OK(ddp_dataset_synthetic(&o, &b));
