@@ -45,12 +45,12 @@
 #define SMALL_BYTES ((size_t)16 << 10) /* at or below: every rank reduces everything */
 #define LOC_STAGE UINT64_MAX
 #define PUSH_PIECE_BYTES ((size_t)128 << 10) /* pool push: reduce then copy while in cache */
+#define CMA_PIECE_BYTES ((size_t)256 << 10) /* cross-memory attach: pull, reduce, push */
+#define TINY_BYTES 48 /* at or below: the data travels in the flag's own cache line */
 
 typedef struct {
   uint64_t id, off; /* pool window id and offset, or LOC_STAGE */
 } loc_t;
-
-#define TINY_BYTES 48 /* at or below: the data travels in the flag's own cache line */
 
 typedef struct {
   _Atomic uint64_t tag; /* sequence number of the call whose data this holds */
@@ -389,7 +389,6 @@ static ddp_status_t shm_small(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
  * process_vm_writev (slice r of any buffer is touched by rank r only, so no barrier is needed
  * in between). One copy per byte moved, as with buffers in the pool. The descriptors (pid,
  * addresses) were published by the caller's barrier. */
-#define CMA_PIECE_BYTES ((size_t)256 << 10)
 static ddp_status_t shm_cma(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) {
   int me = s->me, n = s->n;
   size_t es = ddp_dtype_size(a->dtype);
@@ -483,8 +482,7 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
   }
   /* Everything in the pool: no staging limit, one pass (fewer barriers: each one waits for
    * the slowest rank, which on a shared machine may just have been preempted). Every rank
-   * sees the same descriptors, so all decide alike. Chunk 0's copy-in (if any rank staged)
-   * used HALF-sized chunks, as here. */
+   * sees the same descriptors, so all decide alike. */
   int all_pool = 1;
   for (int q = 0; q < n; q++) all_pool &= s->src[q] != NULL && s->res[q] != NULL;
   if (all_pool && st == DDP_OK) {
@@ -507,6 +505,7 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
     ddp__parts_free(&pt);
     return barrier(x, s); /* nobody leaves while a peer still reads or writes its memory */
   }
+  /* Staged, in HALF_BYTES chunks (chunk 0's copy-in, if any rank staged, was done above). */
   for (size_t base = 0; base < a->count && st == DDP_OK; base += chunk) {
     size_t m = a->count - base < chunk ? a->count - base : chunk;
     size_t h = (s->flip++ & 1) * HALF_BYTES;
