@@ -140,20 +140,22 @@ ddp_status_t ddp__allreduce_exec(ddp__ctx_t *x, const ddp__algo_t *al, const voi
 /* Broadcast, allgather, reduce-scatter and barrier: the transport's own collective where it has
  * one (the host transport: the MPI library's), else the algorithm over point-to-point. */
 ddp_status_t ddp__coll_exec(ddp__ctx_t *x, const ddp__call_t *call) {
+  ddp_algo_t want = call->opts ? call->opts->algo : DDP_ALGO_AUTO;
+  size_t n = call->count;
+  if (call->kind == DDP__COLL_ALLREDUCE) { /* the hot path first */
+    const ddp__algo_t *al = call->algo;
+    if (!al) {
+      ddp__ar_t a = {call->send, call->recv, n, call->dtype,
+                     call->op == DDP_AVG ? DDP_SUM : call->op};
+      DDP_TRY(ddp__select(x->c, want, x, &a, &al));
+    }
+    return ddp__allreduce_exec(x, al, call->send, call->recv, n, call->dtype, call->op);
+  }
   const ddp__xport_t *xp = x->xp;
   size_t es = call->kind == DDP__COLL_BARRIER ? 0 : ddp_dtype_size(call->dtype);
-  size_t n = call->count, bytes = n * es;
-  ddp_algo_t want = call->opts ? call->opts->algo : DDP_ALGO_AUTO;
+  size_t bytes = n * es;
   switch (call->kind) {
-    case DDP__COLL_ALLREDUCE: {
-      const ddp__algo_t *al = call->algo;
-      if (!al) {
-        ddp__ar_t a = {call->send, call->recv, n, call->dtype,
-                       call->op == DDP_AVG ? DDP_SUM : call->op};
-        DDP_TRY(ddp__select(x->c, want, x, &a, &al));
-      }
-      return ddp__allreduce_exec(x, al, call->send, call->recv, n, call->dtype, call->op);
-    }
+    case DDP__COLL_ALLREDUCE: break; /* above */
     case DDP__COLL_BROADCAST:
       x->desc.algo = xp->bcast ? "mpi" : "tree";
       return xp->bcast ? xp->bcast(x, call->recv, bytes, call->root)

@@ -22,7 +22,6 @@ static ddp_status_t host_post(ddp__ctx_t *x, void *buf, size_t bytes, int peer, 
   for (size_t i = 0; i < parts; i++) {
     size_t off = i * PART_BYTES;
     int n = (int)(bytes - off < PART_BYTES ? bytes - off : PART_BYTES);
-    mr[i] = MPI_REQUEST_NULL;
     int rc = send ? MPI_Isend((char *)buf + off, n, MPI_BYTE, peer, tag, comm, &mr[i])
                   : MPI_Irecv((char *)buf + off, n, MPI_BYTE, peer, tag, comm, &mr[i]);
     if (rc != MPI_SUCCESS) return ddp__mpi_error(rc, send ? "MPI_Isend" : "MPI_Irecv");
