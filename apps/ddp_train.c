@@ -630,7 +630,7 @@ int main(int argc, char **argv) {
     /* PyTorch's smaller first bucket (1 MB), but never larger than the cap asked for. */
     if (ro.first_bucket_mb > o.bucket_cap_mb) ro.first_bucket_mb = o.bucket_cap_mb;
     ro.hook = o.hook;
-    ro.algo = o.algo;
+    if (o.algo) APP_CHECK(ddp_algo_parse(o.algo, &ro.algo));
     ro.stream = stream;
     APP_CHECK(ddp_reducer_create(comm, params, m.nparams, &ro, &reducer));
     APP_CHECK(ddp_reducer_stats(reducer, &rs));
