@@ -6,28 +6,21 @@
 
 #include "coll_common.h"
 
-int main(int argc, char **argv) {
-  ddp_comm_t comm;
-  if (ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm) != DDP_OK) return 1;
-  int rank = 0, size = 1;
-  ddp_comm_rank(&comm, &rank);
-  ddp_comm_size(&comm, &size);
+static int run_bigcount(ddp_test_t *t) {
+  ddp_comm_t *comm = t->comm;
+  int rank = t->rank, size = t->size;
   size_t n = ((size_t)1 << 31) + 3;
   uint8_t *b = malloc(n);
-  if (!b) {
-    fprintf(stderr, "coll_bigcount: cannot allocate %zu bytes: skipped\n", n);
-    ddp_finalize(&comm);
-    return 77;
-  }
+  if (!b) return ddp_test_skip(t, "cannot allocate %zu bytes", n);
   char list[128];
-  snprintf(list, sizeof list, "%s", argc > 1 ? argv[1] : "mpi,ring,rhd,shm");
+  snprintf(list, sizeof list, "%s", t->argc > 1 ? t->argv[1] : "mpi,ring,rhd,shm");
   for (char *save = NULL, *algo = strtok_r(list, ",", &save); algo; algo = strtok_r(NULL, ",", &save)) {
     for (size_t i = 0; i < n; i++) b[i] = (uint8_t)((i + (size_t)rank) % 5);
     ddp_coll_opts_t o;
     ddp_coll_opts_default(&o);
     o.algo = algo;
     double t0 = MPI_Wtime();
-    CHECK_OK(ddp_allreduce(&comm, DDP_IN_PLACE, b, n, DDP_U8, DDP_SUM, &o));
+    CHECK_OK(ddp_allreduce(comm, DDP_IN_PLACE, b, n, DDP_U8, DDP_SUM, &o));
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
       unsigned want = 0;
@@ -38,7 +31,7 @@ int main(int argc, char **argv) {
     if (rank == 0) printf("%s: %zu-element u8 allreduce in %.2f s\n", algo, n, MPI_Wtime() - t0);
   }
   for (size_t i = 0; i < n; i++) b[i] = rank == 0 ? (uint8_t)(i % 251) : 0;
-  CHECK_OK(ddp_broadcast(&comm, b, n, DDP_U8, 0, NULL));
+  CHECK_OK(ddp_broadcast(comm, b, n, DDP_U8, 0, NULL));
   size_t bad = 0;
   for (size_t i = 0; i < n; i++) bad += b[i] != (uint8_t)(i % 251);
   CHECK(bad == 0, "broadcast: %zu wrong", bad);
@@ -46,7 +39,7 @@ int main(int argc, char **argv) {
   if (rc * (size_t)size <= n) {
     uint8_t *out = malloc(rc);
     for (size_t i = 0; i < rc * (size_t)size; i++) b[i] = (uint8_t)((i * 3 + (size_t)rank) % 7);
-    CHECK_OK(ddp_reduce_scatter(&comm, b, out, rc, DDP_U8, DDP_SUM, NULL));
+    CHECK_OK(ddp_reduce_scatter(comm, b, out, rc, DDP_U8, DDP_SUM, NULL));
     bad = 0;
     for (size_t i = 0; i < rc; i++) {
       size_t g = (size_t)rank * rc + i;
@@ -58,7 +51,7 @@ int main(int argc, char **argv) {
     free(out);
   }
   free(b);
-  int res = ddp_test_finish("coll_bigcount");
-  ddp_finalize(&comm);
-  return res;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("coll_bigcount", DDP_TEST_CASE("bigcount", run_bigcount));

@@ -201,10 +201,16 @@ static void test_scale(void) {
   CHECK(u[0] == 63 && u[1] == 1, "u8 scale %u %u", u[0], u[1]);
 }
 
-int main(void) {
-  test_f16();
-  test_bf16();
-  test_reduce();
-  test_scale();
-  return ddp_test_finish("coll_kernels");
-}
+#define KERNELS_CASE(name)                                                                  \
+  static int run_##name(ddp_test_t *t) {                                                    \
+    (void)t;                                                                                \
+    test_##name();                                                                          \
+    return 0;                                                                               \
+  }
+KERNELS_CASE(f16)
+KERNELS_CASE(bf16)
+KERNELS_CASE(reduce)
+KERNELS_CASE(scale)
+
+DDP_TEST_PROGRAM("coll_kernels", DDP_TEST_CASE_AS("f16", run_f16, DDP_TEST_NO_MPI), DDP_TEST_CASE_AS("bf16", run_bf16, DDP_TEST_NO_MPI),
+                 DDP_TEST_CASE_AS("reduce", run_reduce, DDP_TEST_NO_MPI), DDP_TEST_CASE_AS("scale", run_scale, DDP_TEST_NO_MPI));

@@ -25,7 +25,7 @@ ddp_add_mpi_test(NAME coll_allreduce_forced_ring PROGRAM coll_allreduce NP 3 ARG
   LABELS quick TIMEOUT 120 ENV DDP_ALLREDUCE_ALGO=ring)
 ddp_add_mpi_test(NAME coll_allreduce_forced_shm_vnodes PROGRAM coll_allreduce NP 2 ARGS auto quick host
   LABELS quick TIMEOUT 120 ENV DDP_ALLREDUCE_ALGO=shm DDP_RANKS_PER_NODE=1)
-ddp_add_mpi_test(NAME coll_api_badenv PROGRAM coll_api NP 2 ARGS badenv LABELS quick
+ddp_add_mpi_test(NAME coll_api_badenv PROGRAM coll_api NP 2 CASES badenv LABELS quick
   ENV DDP_ALLREDUCE_ALGO=bogus)
 # Every collective also passes the DDP_CHECK=1 fingerprint exchange (on the engine thread).
 ddp_add_mpi_test(NAME coll_allreduce_check PROGRAM coll_allreduce NP 3 ARGS all quick mixed

@@ -225,31 +225,27 @@ static void test_bad_inputs(ddp_comm_t *comm) {
   CHECK_ST(ddp_device_free(comm, p), DDP_EINVAL); /* double free */
 }
 
-int main(int argc, char **argv) {
-  ddp_comm_t comm;
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 1;
-  }
-  int rank = 0;
-  ddp_comm_rank(&comm, &rank);
+/* Argument "none": run without a device (no DDP_DEVICE_EMULATE): everything refused clearly. */
+static int run_device(ddp_test_t *t) {
+  ddp_comm_t *comm = t->comm;
+  int rank = t->rank;
   char desc[128];
-  CHECK_OK(ddp_device_describe(&comm, desc, sizeof desc));
-  if (argc > 1 && !strcmp(argv[1], "none")) {
-    CHECK(!ddp_device_available(&comm) || ddp_device_kind(&comm) == DDP_DEVICE_CUDA,
+  CHECK_OK(ddp_device_describe(comm, desc, sizeof desc));
+  if (t->argc > 1 && !strcmp(t->argv[1], "none")) {
+    CHECK(!ddp_device_available(comm) || ddp_device_kind(comm) == DDP_DEVICE_CUDA,
           "device available without emulation: %s", desc);
-    if (!ddp_device_available(&comm)) {
+    if (!ddp_device_available(comm)) {
       void *p = NULL;
-      CHECK_ST(ddp_device_malloc(&comm, 64, &p), DDP_ENOTSUP);
+      CHECK_ST(ddp_device_malloc(comm, 64, &p), DDP_ENOTSUP);
       CHECK_MSG("DDP_DEVICE_EMULATE");
       CHECK(p == NULL, "output written on error");
       const char *name = NULL;
-      CHECK_ST(ddp_device_transport(&comm, NULL, &name), DDP_ENOTSUP);
+      CHECK_ST(ddp_device_transport(comm, NULL, &name), DDP_ENOTSUP);
       float x[4] = {1, 2, 3, 4};
       ddp_coll_opts_t o;
       ddp_coll_opts_default(&o);
       o.mem = DDP_MEM_CUDA;
-      CHECK_ST(ddp_allreduce(&comm, DDP_IN_PLACE, x, 4, DDP_F32, DDP_SUM, &o), DDP_ENOTSUP);
+      CHECK_ST(ddp_allreduce(comm, DDP_IN_PLACE, x, 4, DDP_F32, DDP_SUM, &o), DDP_ENOTSUP);
       CHECK_MSG("no device");
       CHECK(x[0] == 1 && x[3] == 4, "buffer written on error");
       CHECK(strncmp(desc, "none", 4) == 0, "describe: %s", desc);
@@ -257,19 +253,16 @@ int main(int argc, char **argv) {
   } else {
 #ifdef DDP_TEST_GPU
     /* The same checks on a real GPU (label gpu): skipped with the reason where there is none. */
-    int verdict = ddp_test_device_verdict(&comm, "gpu_device", DDP_TEST_WANT_CUDA);
-    if (verdict) {
-      ddp_finalize(&comm);
-      return verdict;
-    }
+    int verdict = ddp_test_device_verdict(comm, "gpu_device", DDP_TEST_WANT_CUDA);
+    if (verdict) return verdict;
     if (rank == 0) printf("gpu_device: on %s\n", desc);
 #else
-    CHECK(ddp_device_emulated(&comm), "DDP_DEVICE_EMULATE=1 but the device is: %s", desc);
+    CHECK(ddp_device_emulated(comm), "DDP_DEVICE_EMULATE=1 but the device is: %s", desc);
 #endif
-    if (ddp_device_available(&comm)) {
-      test_ordering(&comm);
-      test_kernels(&comm, rank);
-      test_bad_inputs(&comm);
+    if (ddp_device_available(comm)) {
+      test_ordering(comm);
+      test_kernels(comm, rank);
+      test_bad_inputs(comm);
     }
   }
   /* a closed communicator: DDP_ESTATE, nothing touched */
@@ -281,7 +274,7 @@ int main(int argc, char **argv) {
     CHECK(p == NULL, "output written on a closed communicator");
     CHECK(ddp_device_kind(&c2) == DDP_DEVICE_NONE, "closed communicator has a device");
   }
-  int rc = ddp_test_finish(argc > 1 ? "device_emu(none)" : "device_emu");
-  ddp_finalize(&comm);
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("device_emu", DDP_TEST_CASE("device", run_device));

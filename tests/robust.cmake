@@ -13,62 +13,62 @@ ddp_add_mpi_test(NAME guard_unit PROGRAM guard_unit NP 2 3 LABELS quick robust
 
 # ---- failure scenarios under mpirun ------------------------------------------------------------
 ddp_add_internal_test_exe(robust_prog robust_prog.c)
-ddp_add_mpi_test(NAME robust_wait_abort PROGRAM robust_prog NP 2 ARGS wait_abort
+ddp_add_mpi_test(NAME robust_wait_abort PROGRAM robust_prog NP 2 CASES wait_abort
   LABELS quick robust
   ENV DDP_TIMEOUT_S=2 DDP_TIMELINE=${CMAKE_CURRENT_BINARY_DIR}/robust_wait_abort.json
   WRAP ${DDP_ROBUST_RUN} --expect fail --max-s 15
     --file ${CMAKE_CURRENT_BINARY_DIR}/robust_wait_abort.json.rank0 "\"watchdog timeout\".*\"seq\":3,\"collective\":\"allreduce\",\"bytes\":4096,\"tag\":2,\"peers\":\"1\""
     --once "mpiddp ABORT: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=2\\) waiting for collective #3 allreduce \\(algo ring, 4096 bytes, tag/bucket 2\\). peers that had not answered: 1$"
     --not "the watchdog did not abort" --)
-ddp_add_mpi_test(NAME robust_fp_skip PROGRAM robust_prog NP 3 ARGS fp_skip
+ddp_add_mpi_test(NAME robust_fp_skip PROGRAM robust_prog NP 3 CASES fp_skip
   LABELS quick robust ENV DDP_TIMEOUT_S=2 DDP_CHECK=1
   WRAP ${DDP_ROBUST_RUN} --expect fail --max-s 15
     --want "mpiddp ABORT: watchdog: timeout .* waiting for collective #12 fingerprint of allreduce .*peers that had not answered: 1$"
     --not "expected an abort" --)
-ddp_add_mpi_test(NAME robust_abort PROGRAM robust_prog NP 3 ARGS abort
+ddp_add_mpi_test(NAME robust_abort PROGRAM robust_prog NP 3 CASES abort
   LABELS quick robust
   WRAP ${DDP_ROBUST_RUN} --expect fail --max-s 15
     --once "mpiddp ABORT: robust test: deliberate ddp_abort from rank 1$"
     --not "ddp_abort returned" --)
-ddp_add_mpi_test(NAME robust_kill PROGRAM robust_prog NP 3 ARGS kill
+ddp_add_mpi_test(NAME robust_kill PROGRAM robust_prog NP 3 CASES kill
   TIMEOUT 90 LABELS quick robust
   WRAP ${DDP_ROBUST_RUN} --expect fail --max-s 30
     --want "rank 1 raises SIGKILL" --not "finished the loop" --)
 # DDP_CHECK=1 on rank 0 only (the program sets it there before ddp_init): every rank's
 # ddp_init fails, nobody hangs.
-ddp_add_mpi_test(NAME robust_check_disagree PROGRAM robust_prog NP 3 ARGS check_disagree
+ddp_add_mpi_test(NAME robust_check_disagree PROGRAM robust_prog NP 3 CASES check_disagree
   LABELS quick robust
   WRAP ${DDP_ROBUST_RUN} --expect ok --max-s 20
     --want "DDP_CHECK=1\\): ddp_init returned -?[0-9]+: .*DDP_CHECK differs across ranks.* -> PASS"
     --want "DDP_CHECK=unset\\): ddp_init returned -?[0-9]+: .*DDP_CHECK differs across ranks.* -> PASS"
     --not "-> FAIL" --)
-ddp_add_mpi_test(NAME robust_ok PROGRAM robust_prog NP 3 ARGS ok
+ddp_add_mpi_test(NAME robust_ok PROGRAM robust_prog NP 3 CASES ok
   LABELS quick robust
   WRAP ${DDP_ROBUST_RUN} --expect ok --max-s 30
     --want "robust_prog ok: PASS" --)
 
 # ---- the same through the public collectives -----------------------------------------------
 ddp_add_test_exe(robust_coll robust_coll.c)
-ddp_add_mpi_test(NAME robust_mismatch PROGRAM robust_coll NP 2 3 ARGS mismatch LABELS quick robust
+ddp_add_mpi_test(NAME robust_mismatch PROGRAM robust_coll NP 2 3 CASES mismatch LABELS quick robust
   ENV DDP_CHECK=1 DDP_TIMEOUT_S=20)
-ddp_add_mpi_test(NAME robust_coll_hang_abort PROGRAM robust_coll NP 3 ARGS hang_abort
+ddp_add_mpi_test(NAME robust_coll_hang_abort PROGRAM robust_coll NP 3 CASES hang_abort
   LABELS quick robust ENV DDP_TIMEOUT_S=2
   WRAP ${DDP_ROBUST_RUN} --expect fail --max-s 15
     --want "mpiddp ABORT: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=2\\) waiting for collective #3 allreduce \\(algo [a-z]+, 131072 bytes, tag/bucket 7\\). peers that had not answered: (0,)?1(,2)? \\(stall inspector: (rank 0 [^;]*. )?rank 1 did not answer within 1.0 s \\(busy outside mpiddp, stalled or dead\\)"
     --not "completed although" --)
 # Both sides time out and inspect; whichever aborts first is the one whose report is sure to
 # be printed, so either view is accepted.
-ddp_add_mpi_test(NAME robust_coll_desync PROGRAM robust_coll NP 3 ARGS desync
+ddp_add_mpi_test(NAME robust_coll_desync PROGRAM robust_coll NP 3 CASES desync
   LABELS quick robust ENV DDP_TIMEOUT_S=2
   WRAP ${DDP_ROBUST_RUN} --expect fail --max-s 15
     --want "mpiddp ABORT: watchdog: .* waiting for collective #3 (allreduce .*peers that had not answered: 1 \\(stall inspector: rank 1 waits in collective #3 broadcast \\(131072 bytes\\)|broadcast .*peers that had not answered: 0,2 \\(stall inspector: rank 0 waits in collective #3 allreduce \\(131072 bytes\\))"
     --not "completed although" --)
-ddp_add_mpi_test(NAME robust_coll_hang_check PROGRAM robust_coll NP 3 ARGS hang_abort
+ddp_add_mpi_test(NAME robust_coll_hang_check PROGRAM robust_coll NP 3 CASES hang_abort
   LABELS quick robust ENV DDP_TIMEOUT_S=2 DDP_CHECK=1
   WRAP ${DDP_ROBUST_RUN} --expect fail --max-s 15
     --want "mpiddp ABORT: watchdog: timeout .* waiting for collective #3 fingerprint of allreduce .*peers that had not answered: 1$"
     --not "completed although" --)
-ddp_add_mpi_test(NAME robust_coll_hang_return PROGRAM robust_coll NP 3 ARGS hang_return
+ddp_add_mpi_test(NAME robust_coll_hang_return PROGRAM robust_coll NP 3 CASES hang_return
   LABELS quick robust ENV DDP_TIMEOUT_S=2 DDP_ON_TIMEOUT=return
   WRAP ${DDP_ROBUST_RUN} --expect fail --max-s 15
     --want "ddp_wait returned .*timed out.*: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=2\\) waiting for collective #3 allreduce"
@@ -77,23 +77,23 @@ ddp_add_mpi_test(NAME robust_coll_hang_return PROGRAM robust_coll NP 3 ARGS hang
 # DDP_ON_TIMEOUT=return and then a normal ddp_finalize on every rank: the abandoned collective
 # (shared-memory allreduce; a pending MPI broadcast) must not hang the shutdown.
 foreach(v "" _bcast)
-  ddp_add_mpi_test(NAME robust_coll_hang_finalize${v} PROGRAM robust_coll NP 3 ARGS hang_finalize${v}
+  ddp_add_mpi_test(NAME robust_coll_hang_finalize${v} PROGRAM robust_coll NP 3 CASES hang_finalize${v}
   LABELS quick robust ENV DDP_TIMEOUT_S=2 DDP_ON_TIMEOUT=return
   WRAP ${DDP_ROBUST_RUN} --expect ok --max-s 25
     --want "rank 0: ddp_wait returned timed out: watchdog: timeout after [0-9.]+ s"
     --want "rank 0 finalizes" --want "rank 1 finalizes" --)
 endforeach()
-ddp_add_mpi_test(NAME robust_coll_kill PROGRAM robust_coll NP 4 ARGS kill
+ddp_add_mpi_test(NAME robust_coll_kill PROGRAM robust_coll NP 4 CASES kill
   TIMEOUT 90 LABELS quick robust
   WRAP ${DDP_ROBUST_RUN} --expect fail --max-s 30
     --want "rank 1 raises SIGKILL at iteration 300" --not "finished the loop|wrong result" --)
-ddp_add_mpi_test(NAME robust_coll_stall PROGRAM robust_coll NP 4 ARGS stall
+ddp_add_mpi_test(NAME robust_coll_stall PROGRAM robust_coll NP 4 CASES stall
   TIMEOUT 90 LABELS quick robust ENV DDP_TIMEOUT_S=3
   WRAP ${DDP_ROBUST_RUN} --expect fail --max-s 30
     --want "rank 1 raises SIGSTOP at iteration 300"
     --want "mpiddp ABORT: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=3\\) waiting for collective #301 .*peers that had not answered: (0,)?1[ ,]"
     --not "finished the loop|wrong result" --)
-ddp_add_mpi_test(NAME robust_coll_ok PROGRAM robust_coll NP 4 ARGS ok
+ddp_add_mpi_test(NAME robust_coll_ok PROGRAM robust_coll NP 4 CASES ok
   TIMEOUT 90 LABELS quick robust
   WRAP ${DDP_ROBUST_RUN} --expect ok --max-s 60
     --want "robust_coll ok: PASS" --)
@@ -125,7 +125,7 @@ ddp_add_mpi_test(NAME robust_fpcost_smoke PROGRAM robust_fpcost NP 2 ARGS 1 LABE
 # watch thread) that one rank skips: it ends in the watchdog's report, not a hang, and the
 # watch thread of the ranks blocked in MPI_Allreduce answers the stall inspector ("wait in the
 # same collective").
-ddp_add_mpi_test(NAME robust_coll_hang_small PROGRAM robust_coll NP 3 ARGS hang_abort
+ddp_add_mpi_test(NAME robust_coll_hang_small PROGRAM robust_coll NP 3 CASES hang_abort
   LABELS quick robust
   ENV DDP_TIMEOUT_S=2 DDP_ALLREDUCE_ALGO=mpi ROBUST_HANG_COUNT=2
   WRAP ${DDP_ROBUST_RUN} --expect fail --max-s 15
@@ -134,7 +134,7 @@ ddp_add_mpi_test(NAME robust_coll_hang_small PROGRAM robust_coll NP 3 ARGS hang_
 # Rank 2 enters 1.5 s late: when rank 0's deadline expires (2 s) rank 2 has waited 0.5 s
 # inside MPI_Allreduce, and only its watch thread can tell rank 0's stall inspector so; the
 # job ends (rank 0's abort, ~3 s) before rank 2's own deadline.
-ddp_add_mpi_test(NAME robust_coll_hang_watch PROGRAM robust_coll NP 3 ARGS hang_abort
+ddp_add_mpi_test(NAME robust_coll_hang_watch PROGRAM robust_coll NP 3 CASES hang_abort
   LABELS quick robust
   ENV DDP_TIMEOUT_S=2 DDP_ALLREDUCE_ALGO=mpi ROBUST_HANG_COUNT=2 ROBUST_LATE_MS=1500
   WRAP ${DDP_ROBUST_RUN} --expect fail --max-s 15
@@ -142,7 +142,7 @@ ddp_add_mpi_test(NAME robust_coll_hang_watch PROGRAM robust_coll NP 3 ARGS hang_
     --not "completed although" --)
 # The same with DDP_ON_TIMEOUT=return: the mpi algorithm then posts MPI_Iallreduce and waits
 # through the watchdog, so the call returns DDP_ETIMEDOUT.
-ddp_add_mpi_test(NAME robust_coll_hang_small_return PROGRAM robust_coll NP 3 ARGS hang_return
+ddp_add_mpi_test(NAME robust_coll_hang_small_return PROGRAM robust_coll NP 3 CASES hang_return
   LABELS quick robust
   ENV DDP_TIMEOUT_S=2 DDP_ON_TIMEOUT=return DDP_ALLREDUCE_ALGO=mpi ROBUST_HANG_COUNT=2
   WRAP ${DDP_ROBUST_RUN} --expect fail --max-s 15

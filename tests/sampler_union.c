@@ -155,17 +155,13 @@ static void check_options(void) {
   ddp_sampler_destroy(NULL);
 }
 
-int main(int argc, char **argv) {
-  ddp_comm_t comm;
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 1;
-  }
+static int run_union(ddp_test_t *t) {
+  ddp_comm_t *comm = t->comm;
   int rank = 0, size = 1;
-  CHECK_OK(ddp_comm_rank(&comm, &rank));
-  CHECK_OK(ddp_comm_size(&comm, &size));
+  CHECK_OK(ddp_comm_rank(comm, &rank));
+  CHECK_OK(ddp_comm_size(comm, &size));
   MPI_Comm mpi;
-  CHECK_OK(ddp_comm_mpi(&comm, DDP_COMM_WORLD, &mpi));
+  CHECK_OK(ddp_comm_mpi(comm, DDP_COMM_WORLD, &mpi));
 
   const uint64_t sizes[] = {1, 2, 7, 10, 101, 1000, 60000};
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
@@ -175,18 +171,18 @@ int main(int argc, char **argv) {
 
   /* uneven local step counts: rank r has 10 + 3r steps */
   uint64_t mn = 0, mx = 0;
-  CHECK_OK(ddp_sampler_agree_steps(&comm, 10 + 3 * (uint64_t)rank, &mn, &mx));
+  CHECK_OK(ddp_sampler_agree_steps(comm, 10 + 3 * (uint64_t)rank, &mn, &mx));
   CHECK(mn == 10 && mx == 10 + 3 * (uint64_t)(size - 1), "agree: min %llu max %llu",
         (unsigned long long)mn, (unsigned long long)mx);
-  CHECK_OK(ddp_sampler_agree_steps(&comm, rank == 0 ? UINT64_MAX : 0, &mn, &mx));
+  CHECK_OK(ddp_sampler_agree_steps(comm, rank == 0 ? UINT64_MAX : 0, &mn, &mx));
   CHECK(mn == (size > 1 ? 0 : UINT64_MAX) && mx == UINT64_MAX, "agree extremes: %llu %llu",
         (unsigned long long)mn, (unsigned long long)mx);
   CHECK_ST(ddp_sampler_agree_steps(NULL, 1, &mn, &mx), DDP_EINVAL);
-  CHECK_ST(ddp_sampler_agree_steps(&comm, 1, NULL, &mx), DDP_EINVAL);
+  CHECK_ST(ddp_sampler_agree_steps(comm, 1, NULL, &mx), DDP_EINVAL);
 
   check_batches(rank, size);
   check_options();
-  int rc = ddp_test_finish("sampler_union");
-  ddp_finalize(&comm);
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("sampler_union", DDP_TEST_CASE("union", run_union));

@@ -3,7 +3,8 @@
  * A test program is a table of named cases and no main():
  *
  *   static int run_basic(ddp_test_t *t) { CHECK_OK(ddp_barrier(t->comm)); return 0; }
- *   DDP_TEST_PROGRAM("coll_api", {"basic", run_basic}, {"badenv", run_badenv, DDP_TEST_MPI});
+ *   DDP_TEST_PROGRAM("coll_api", DDP_TEST_CASE("basic", run_basic),
+ *                    DDP_TEST_CASE_AS("badenv", run_badenv, DDP_TEST_MPI));
  *
  * The harness's main (ddp_test_main.c) starts MPI and the communicator as the cases ask
  * (ddp_test_start_t), checks that MPI's world has the rank count the test was registered for
@@ -54,10 +55,13 @@ typedef struct {
   int thread_level; /* DDP_TEST_ADOPT / DDP_TEST_MPI: requested level (0: MPI_THREAD_MULTIPLE) */
 } ddp_test_case_t;
 
-/* The program's case table (the harness's main reads it). */
+/* The program's case table (the harness's main reads it), of DDP_TEST_CASE("name", fn) (a
+ * case on the harness's communicator) and DDP_TEST_CASE_AS("name", fn, start). */
 #define DDP_TEST_PROGRAM(program_name, ...)                                                  \
   const char ddp_test_program[] = program_name;                                              \
-  const ddp_test_case_t ddp_test_cases[] = {__VA_ARGS__, {NULL, NULL, DDP_TEST_INIT, 0}}
+  const ddp_test_case_t ddp_test_cases[] = {__VA_ARGS__, {.name = NULL}}
+#define DDP_TEST_CASE(case_name, fn) {.name = (case_name), .run = (fn)}
+#define DDP_TEST_CASE_AS(case_name, fn, how) {.name = (case_name), .run = (fn), .start = (how)}
 
 extern int ddp_test_failures_;
 extern int ddp_test_checks_;
