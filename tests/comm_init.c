@@ -62,18 +62,20 @@ static int run_info(ddp_test_t *t) {
   CHECK_OK(ddp_log(comm, DDP_LOG_INFO, "comm_init test on rank %d", wr));
 
   /* A second communicator over the node comm works side by side. */
-  ddp_comm_t sub;
+  ddp_comm_t *sub = NULL;
   CHECK_OK(ddp_comm_create(node, &sub));
   int subsize = 0;
-  CHECK_OK(ddp_comm_size(&sub, &subsize));
+  CHECK_OK(ddp_comm_size(sub, &subsize));
   CHECK(subsize == info.local_size, "sub comm size %d", subsize);
   CHECK_OK(ddp_comm_destroy(&sub));
-  /* Destroyed handles are detected, not dereferenced. */
-  CHECK_ST(ddp_comm_size(&sub, &subsize), DDP_ESTATE);
-  CHECK_MSG("destroyed");
-  CHECK_ST(ddp_comm_destroy(&sub), DDP_ESTATE);
+  /* Destroy clears the caller's handle: a later use is refused, never dereferenced. */
+  CHECK(sub == NULL, "ddp_comm_destroy left the handle set");
+  CHECK_ST(ddp_comm_size(sub, &subsize), DDP_EINVAL);
+  CHECK_MSG("comm is NULL");
+  CHECK_OK(ddp_comm_destroy(&sub));
 
-  /* ddp_finalize, and that it ended the MPI it started: the harness, after the verdict. */
+  /* ddp_finalize, that it ended the MPI it started and cleared the handle: the harness, after
+   * the verdict. */
   return 0;
 }
 

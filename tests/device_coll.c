@@ -7,7 +7,7 @@
 #include "ddp_test.h"
 #include "device_util.h"
 
-static ddp_comm_t *comm;
+static ddp_comm_t *comm = NULL;
 static int rank, size;
 
 /* Element i of rank r's input: 1..5, so products stay exact in every dtype. */
@@ -41,7 +41,7 @@ static void *dev_alloc(size_t bytes) {
   return p;
 }
 
-static void test_allreduce(const char *tp, ddp_stream_t s) {
+static void test_allreduce(const char *tp, ddp_stream_t *s) {
   size_t sizes[] = {1, 1000, 3 * 1024 + 17}; /* the last spans several 4 KB chunks */
   ddp_op_t ops[] = {DDP_SUM, DDP_AVG, DDP_MIN, DDP_MAX, DDP_PROD};
   for (int t = 0; t < DDP_DTYPE_COUNT; t++) {
@@ -85,7 +85,7 @@ static void test_allreduce(const char *tp, ddp_stream_t s) {
 }
 
 /* Each algorithm by name over the transport (auto picks rhd for these sizes). */
-static void test_algos(const char *tp, ddp_stream_t s) {
+static void test_algos(const char *tp, ddp_stream_t *s) {
   const char *algos[] = {"ring", "rhd"};
   ddp_dtype_t types[] = {DDP_F32, DDP_BF16, DDP_I64};
   const size_t n = 3 * 1024 + 17;
@@ -113,7 +113,7 @@ static void test_algos(const char *tp, ddp_stream_t s) {
     }
 }
 
-static void test_others(const char *tp, ddp_stream_t s) {
+static void test_others(const char *tp, ddp_stream_t *s) {
   const size_t n = 2 * 1024 + 5; /* i32 elements: 8 KB, three 4 KB chunks */
   int32_t *h = malloc(n * 4 * (size_t)size);
   /* broadcast from the first and the last rank */
@@ -181,7 +181,7 @@ static void test_others(const char *tp, ddp_stream_t s) {
 
 /* The input reaches device memory only through the caller's stream, after a delay: a
  * collective that did not wait for that stream would reduce stale data (zeros). */
-static void test_ordering(const char *tp, ddp_stream_t s) {
+static void test_ordering(const char *tp, ddp_stream_t *s) {
   const size_t n = 5000;
   float *h = malloc(n * 4), *hr = malloc(n * 4);
   float *d = dev_alloc(n * 4);
@@ -248,12 +248,12 @@ static void post_late_fn(void *arg) {
   __atomic_store_n(&post_late, 1, __ATOMIC_RELEASE);
 }
 
-static void test_post_order(const char *tp, ddp_stream_t s) {
+static void test_post_order(const char *tp, ddp_stream_t *s) {
   ddp_comm_info_t info;
   CHECK_OK(ddp_comm_info(comm, &info));
   if (info.thread_level < MPI_THREAD_MULTIPLE) return; /* non-blocking runs at post time there */
   const size_t n = 3000;
-  ddp_stream_t s0 = NULL;
+  ddp_stream_t *s0 = NULL;
   CHECK_OK(ddp_stream_create(comm, &s0));
   float *h = malloc(n * 4), *d0 = dev_alloc(n * 4), *d = dev_alloc(n * 4);
   for (size_t i = 0; i < n; i++) h[i] = (float)(rank * 1000 + (int)i % 997);
@@ -288,7 +288,7 @@ static void test_post_order(const char *tp, ddp_stream_t s) {
   }
   CHECK(wrong == 0, "[%s] post-order allreduce: %d of %zu wrong", tp, wrong, n);
   CHECK_OK(ddp_stream_synchronize(comm, s0));
-  CHECK_OK(ddp_stream_destroy(comm, s0));
+  CHECK_OK(ddp_stream_destroy(comm, &s0));
   CHECK_OK(ddp_device_free(comm, d0));
   CHECK_OK(ddp_device_free(comm, d));
   free(h);
@@ -301,9 +301,9 @@ static void hold_fn(void *arg) {
   h->timed_out = !h->release;
 }
 
-static void test_no_device_sync(const char *tp, ddp_stream_t s) {
+static void test_no_device_sync(const char *tp, ddp_stream_t *s) {
   const size_t n = 1000;
-  ddp_stream_t u;
+  ddp_stream_t *u;
   CHECK_OK(ddp_stream_create(comm, &u));
   float *d = dev_alloc(n * 4), *h = malloc(n * 4);
   for (size_t i = 0; i < n; i++) h[i] = 1.0f;
@@ -322,13 +322,13 @@ static void test_no_device_sync(const char *tp, ddp_stream_t s) {
   CHECK_OK(ddp_stream_synchronize(comm, s));
   CHECK(h[0] == (float)size && h[n - 1] == (float)size, "[%s] result %g, want %d", tp, h[0], size);
   CHECK_OK(ddp_device_free(comm, d));
-  CHECK_OK(ddp_stream_destroy(comm, u));
+  CHECK_OK(ddp_stream_destroy(comm, &u));
   free(h);
 }
 
 /* A caller's stream that never gets to the collective's input: the wait for it is under the
  * DDP_TIMEOUT_S watchdog (run with DDP_TIMEOUT_S=1 DDP_ON_TIMEOUT=return, one rank). */
-static void test_timeout(const char *tp, ddp_stream_t s) {
+static void test_timeout(const char *tp, ddp_stream_t *s) {
   const size_t n = 1000;
   float *d = dev_alloc(n * 4), *h = malloc(n * 4);
   hold_t hold = {0, 0, 20000};
@@ -406,7 +406,7 @@ static int run_device_coll(ddp_test_t *t) {
   const int ntps = 2;
 #endif
   if (ddp_device_available(comm)) {
-    ddp_stream_t s;
+    ddp_stream_t *s = NULL;
     CHECK_OK(ddp_stream_create(comm, &s));
     int timeout_mode = t->argc > 1 && !strcmp(t->argv[1], "timeout");
     for (int k = 0; k < ntps; k++) {
@@ -431,7 +431,7 @@ static int run_device_coll(ddp_test_t *t) {
       test_no_device_sync(tps[k], s);
     }
     if (!timeout_mode) test_bad();
-    CHECK_OK(ddp_stream_destroy(comm, s));
+    CHECK_OK(ddp_stream_destroy(comm, &s));
   }
   return 0;
 }

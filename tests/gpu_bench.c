@@ -20,7 +20,7 @@
 #include "ddp_test.h"
 #include "device_util.h"
 
-static ddp_comm_t *comm;
+static ddp_comm_t *comm = NULL;
 static int rank, size;
 static ddp_dtype_t dt = DDP_F32; /* -d */
 static size_t es = 4;
@@ -55,7 +55,7 @@ typedef struct {
   void *dst;
   const void *src;
   size_t bytes;
-  ddp_stream_t s;
+  ddp_stream_t *s;
 } copy_arg_t;
 
 static ddp_status_t do_copy(void *arg) {
@@ -163,7 +163,7 @@ static int iters_for(size_t bytes, int base) {
 
 static void bench_copy(size_t maxb, int iters) {
   size_t sizes[] = {(size_t)1 << 20, (size_t)64 << 20, (size_t)256 << 20, (size_t)1 << 30};
-  ddp_stream_t s;
+  ddp_stream_t *s;
   CHECK_OK(ddp_stream_create(comm, &s));
   if (rank == 0)
     printf("# copy and kernel rates (rank 0's view; every rank runs them at once)\n"
@@ -216,7 +216,7 @@ static void bench_copy(size_t maxb, int iters) {
     }
     ddp_device_free(comm, d1), ddp_device_free(comm, d2), ddp_host_free_pinned(comm, h);
   }
-  CHECK_OK(ddp_stream_destroy(comm, s));
+  CHECK_OK(ddp_stream_destroy(comm, &s));
 }
 
 static void bench_allreduce(size_t minb, size_t maxb, size_t factor, int iters, char *list) {

@@ -12,8 +12,8 @@
 static const size_t COUNTS[NP] = {300, 7, 20000, 1, 4096, 65};
 
 static int g_rank, g_size;
-static ddp_comm_t *g_comm;
-static ddp_stream_t g_stream;
+static ddp_comm_t *g_comm = NULL;
+static ddp_stream_t *g_stream;
 
 static int h(int r, size_t i, size_t k, int step) { return (int)((r * 5 + (int)i * 3 + (int)(k % 89) + step * 7) % 16) - 8; }
 static int used(int r, size_t i) { return (i + (size_t)r) % 4 != 1; }
@@ -85,7 +85,7 @@ static void run(const char *label, int views, ddp_hook_t hook, int find_unused, 
     CHECK_OK(ddp_memcpy_async(g_comm, host, g, COUNTS[4] * sizeof(float), g_stream));
     CHECK_OK(ddp_stream_synchronize(g_comm, g_stream));
     CHECK(host[100] == 0.0f, "[%s] zero_grad left %g", label, host[100]);
-    CHECK_OK(ddp_reducer_destroy(r));
+    CHECK_OK(ddp_reducer_destroy(&r));
   }
   for (size_t i = 0; i < NP; i++) {
     ddp_device_free(g_comm, data[i]);
@@ -126,11 +126,11 @@ static int run_reducer_device(ddp_test_t *t) {
     if (r) {
       CHECK_OK(ddp_reducer_stats(r, &s));
       CHECK(s.nbuckets == 2, "host + device parameters gave %zu buckets", s.nbuckets);
-      CHECK_OK(ddp_reducer_destroy(r));
+      CHECK_OK(ddp_reducer_destroy(&r));
     }
     ddp_device_free(g_comm, dp);
   }
-  CHECK_OK(ddp_stream_destroy(g_comm, g_stream));
+  CHECK_OK(ddp_stream_destroy(g_comm, &g_stream));
   return 0;
 }
 

@@ -18,7 +18,7 @@ static const int SIZES[] = {24, 40, 32, 6};
 #define NSIZES 4
 
 static int g_rank, g_size;
-static ddp_comm_t *g_comm;
+static ddp_comm_t *g_comm = NULL;
 static double g_maxrel = 0.0;
 
 typedef struct ctx {
@@ -148,7 +148,7 @@ static void run(const char *algo, int views, int caps, int accum, int predivided
   CHECK(s.iterations == STEPS, "[%s] %llu synced iterations, expected %d", label, (unsigned long long)s.iterations,
         STEPS);
   CHECK(s.rebuilt, "[%s] not rebuilt", label);
-  CHECK_OK(ddp_reducer_destroy(c.r));
+  CHECK_OK(ddp_reducer_destroy(&c.r));
   mlp_free(&a);
   mlp_free(&ref);
 }

@@ -11,7 +11,7 @@
 #define MAXP 12
 
 static int g_rank, g_size;
-static ddp_comm_t *g_comm;
+static ddp_comm_t *g_comm = NULL;
 
 typedef struct spec {
   size_t count;
@@ -145,7 +145,7 @@ static int make(world_t *w, const setup_t *s) {
 }
 
 static void unmake(world_t *w, const setup_t *s) {
-  if (w->r) CHECK_OK(ddp_reducer_destroy(w->r));
+  if (w->r) CHECK_OK(ddp_reducer_destroy(&w->r));
   for (size_t i = 0; i < s->np; i++) {
     free(w->data[i]);
     free(w->own_grad[i]);
@@ -508,10 +508,10 @@ static void test_bad_args(void) {
   CHECK_MSG("bucket 1");
   CHECK_ST(ddp_reducer_bucket_params(r, 0, NULL, 4, &cnt, NULL), DDP_EINVAL);
   CHECK_ST(ddp_reducer_param_used(r, 0, &used), DDP_ESTATE);
-  CHECK_ST(ddp_reducer_destroy(NULL), DDP_EINVAL);
+  CHECK_OK(ddp_reducer_destroy(NULL)); /* nothing to destroy: no-op */
   /* The communicator cannot go away under the reducer. */
-  CHECK_ST(ddp_comm_destroy(g_comm), DDP_EBUSY);
-  CHECK_OK(ddp_reducer_destroy(r));
+  CHECK_ST(ddp_comm_destroy(&g_comm), DDP_EBUSY);
+  CHECK_OK(ddp_reducer_destroy(&r));
 }
 
 #define REDUCER_CASE(name, call)                                                            \

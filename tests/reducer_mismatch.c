@@ -7,7 +7,7 @@
 #define NP 4
 
 static int g_rank, g_size;
-static ddp_comm_t *g_comm;
+static ddp_comm_t *g_comm = NULL;
 static float g_data[NP][64];
 static const char *g_names[NP] = {"layer0.weight", "layer0.bias", "layer1.weight", "layer1.bias"};
 
@@ -93,7 +93,7 @@ static int run_mismatch(ddp_test_t *t) {
   CHECK_OK(ddp_reducer_create(g_comm, p, n, NULL, &r));
   for (int i = 0; i < NP; i++)
     CHECK(g_data[i][1] == (float)(i + 1), "param %d not broadcast: %g", i, g_data[i][1]);
-  if (r) CHECK_OK(ddp_reducer_destroy(r));
+  if (r) CHECK_OK(ddp_reducer_destroy(&r));
 
   return 0;
 }

@@ -57,7 +57,7 @@ static int ring_loop(ddp__comm_t *c, int iters, int kill_at) {
 static int run_check_disagree(ddp_test_t *t) {
   int argc = t->argc, rank = t->rank;
   char **argv = t->argv;
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   {
     unsetenv("DDP_CHECK");
     if (rank == 0) setenv("DDP_CHECK", "1", 1);
@@ -74,7 +74,7 @@ static int run_check_disagree(ddp_test_t *t) {
 /* The failure scenarios, one case each (the case's name is the mode). */
 static int run_mode(ddp_test_t *t) {
   const char *mode = t->name;
-  ddp__comm_t *c = t->comm->impl_;
+  ddp__comm_t *c = t->comm;
   int rc = 0;
   if (c->size < 2) {
     fprintf(stderr, "robust_prog needs np >= 2\n");

@@ -9,8 +9,8 @@
 
 static void check_union(MPI_Comm mpi, int rank, int size, uint64_t n, int shuffle, int drop_last,
                         uint64_t seed, uint64_t epoch) {
-  ddp_sampler_options_t o;
-  ddp_sampler_options_default(&o);
+  ddp_sampler_opts_t o;
+  ddp_sampler_opts_default(&o);
   o.dataset_size = n;
   o.num_replicas = size;
   o.rank = rank;
@@ -64,13 +64,13 @@ static void check_union(MPI_Comm mpi, int rank, int size, uint64_t n, int shuffl
   free(mine);
   free(perm);
   free(all);
-  ddp_sampler_destroy(s);
-  ddp_sampler_destroy(whole);
+  ddp_sampler_destroy(&s);
+  ddp_sampler_destroy(&whole);
 }
 
 static void check_batches(int rank, int size) {
-  ddp_sampler_options_t o;
-  ddp_sampler_options_default(&o);
+  ddp_sampler_opts_t o;
+  ddp_sampler_opts_default(&o);
   o.dataset_size = 1003;
   o.num_replicas = size;
   o.rank = rank;
@@ -114,12 +114,12 @@ static void check_batches(int rank, int size) {
   CHECK_ST(ddp_sampler_length(NULL, &c), DDP_EINVAL);
   CHECK_ST(ddp_sampler_set_epoch(NULL, 1), DDP_EINVAL);
   free(mine);
-  ddp_sampler_destroy(s);
+  ddp_sampler_destroy(&s);
 }
 
 static void check_options(void) {
-  ddp_sampler_options_t o;
-  CHECK(ddp_sampler_options_default(&o) == &o && o.shuffle == 1 && o.num_replicas == 1 &&
+  ddp_sampler_opts_t o;
+  CHECK(ddp_sampler_opts_default(&o) == DDP_OK && o.shuffle == 1 && o.num_replicas == 1 &&
             o.seed == 0 && o.drop_last == 0 && o.rank == 0,
         "defaults are not PyTorch's");
   ddp_sampler_t *s = (ddp_sampler_t *)&o;
@@ -151,8 +151,8 @@ static void check_options(void) {
   CHECK_OK(ddp_sampler_length(s, &len));
   CHECK_OK(ddp_sampler_indices(s, NULL, 0, &c));
   CHECK(len == 0 && c == 0, "empty dataset: length %zu", len);
-  ddp_sampler_destroy(s);
-  ddp_sampler_destroy(NULL);
+  ddp_sampler_destroy(&s);
+  CHECK_OK(ddp_sampler_destroy(NULL));
 }
 
 static int run_union(ddp_test_t *t) {
