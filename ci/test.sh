@@ -45,12 +45,8 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDDP_WERROR=ON \
 cmake --build build-asan -j "$jobs"
 ctest --test-dir build-asan -L quick --output-on-failure
 
-if [ -f ci/fuzz.sh ]; then
-  step "fuzzing (build-fuzz/)"
-  bash ci/fuzz.sh
-fi
-if [ -f ci/tsan.sh ]; then
-  step "ThreadSanitizer (build-tsan/)"
-  bash ci/tsan.sh
-fi
+step "fuzzing (build-fuzz/)"
+bash ci/fuzz.sh
+step "ThreadSanitizer (build-tsan/)"
+bash ci/tsan.sh
 step "done"

@@ -1,17 +1,13 @@
 # Checks of the apps' shared code (apps/common) that the programs expose.
 # app_blas.h: the OpenBLAS kernel check before MPI_Init, through ddp_info under the launcher.
 if(TARGET ddp_info)
-  add_test(NAME app_blas_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/app_blas.sh
-           $<TARGET_FILE:ddp_info> bash ${DDP_LAUNCH})
-  set_tests_properties(app_blas_np2 PROPERTIES TIMEOUT 60 LABELS "quick;mpi"
-    ENVIRONMENT "${DDP_TEST_ENV}")
+  ddp_add_mpi_test(NAME app_blas_np2 LABELS quick mpi COMMAND bash
+    ${CMAKE_CURRENT_SOURCE_DIR}/app_blas.sh $<TARGET_FILE:ddp_info> bash ${DDP_LAUNCH})
 endif()
 
 # tools/plot/timeline.py and plot.sh timeline on a real ddp_bench trace (merged and per rank).
 if(TARGET ddp_bench)
-  add_test(NAME timeline_plot_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/timeline_plot.sh
-           ${PROJECT_SOURCE_DIR} $<TARGET_FILE:ddp_bench> ${CMAKE_CURRENT_BINARY_DIR}/timeline_plot
-           bash ${DDP_LAUNCH})
-  set_tests_properties(timeline_plot_np2 PROPERTIES TIMEOUT 60 LABELS "quick;mpi"
-    ENVIRONMENT "${DDP_TEST_ENV}")
+  ddp_add_mpi_test(NAME timeline_plot_np2 LABELS quick mpi COMMAND bash
+    ${CMAKE_CURRENT_SOURCE_DIR}/timeline_plot.sh ${PROJECT_SOURCE_DIR} $<TARGET_FILE:ddp_bench>
+    ${CMAKE_CURRENT_BINARY_DIR}/timeline_plot bash ${DDP_LAUNCH})
 endif()

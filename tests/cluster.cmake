@@ -6,15 +6,15 @@
 # routes differ from before. Needs root and iproute2 (else skip, 77).
 ddp_add_test_exe(cluster_topo cluster_topo.c)
 
-# cluster_add_test(NAME mode HOSTS n TIMEOUT s): the command gets TIMEOUT - 20 s, so that the
-# hosts are always taken down before ctest would kill the test.
+# cluster_add_test(name mode hosts timeout): ddp_add_mpi_test of a cluster_check.sh scenario on
+# `hosts` emulated hosts; the command gets TIMEOUT - 20 s, so that the hosts are always taken
+# down before ctest would kill the test.
 function(cluster_add_test name mode hosts timeout)
   math(EXPR limit "${timeout} - 20")
-  add_test(NAME ${name} COMMAND bash ${PROJECT_SOURCE_DIR}/ci/cluster/cluster.sh with ${hosts}
+  ddp_add_mpi_test(NAME ${name} LABELS cluster TIMEOUT ${timeout} SKIP_CODE 77 RUN_SERIAL
+    COMMAND bash ${PROJECT_SOURCE_DIR}/ci/cluster/cluster.sh with ${hosts}
     --limit ${limit} -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cluster_check.sh ${mode}
     ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} ${CMAKE_CURRENT_BINARY_DIR}/cluster/${mode})
-  set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} LABELS "cluster"
-    ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
 endfunction()
 
 if(DDP_SANITIZE STREQUAL "OFF")

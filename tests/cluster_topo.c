@@ -31,12 +31,12 @@ static void check_auto(ddp_comm_t *comm, float *sbuf, float *rbuf, size_t count,
         what);
 }
 
-int main(int argc, char **argv) {
-  ddp_comm_t *comm = NULL;
-  if (ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm) != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 1;
-  }
+/* Arguments: NP HOSTS [SIZE=ALGO...]: the world and host counts expected, and auto's choice
+ * per message size. */
+static int run_topo(ddp_test_t *t) {
+  ddp_comm_t *comm = t->comm;
+  int argc = t->argc;
+  char **argv = t->argv;
   ddp_comm_info_t info;
   CHECK_OK(ddp_comm_info(comm, &info));
   int want_np = argc > 1 ? atoi(argv[1]) : -1, want_hosts = argc > 2 ? atoi(argv[2]) : -1;
@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
   CHECK_OK(ddp_free(comm, ps));
   CHECK_OK(ddp_free(comm, pr));
   free(s), free(r), free(names), free(node);
-  int rc = ddp_test_finish("cluster_topo");
-  CHECK_OK(ddp_finalize(&comm));
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("cluster_topo", DDP_TEST_CASE("topo", run_topo));

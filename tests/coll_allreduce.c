@@ -41,15 +41,15 @@ static void run_case(ddp_comm_t *comm, const char *algo, ddp_dtype_t dt, ddp_op_
         what, ddp_dtype_name(dt), ddp_op_name(op), n);
 }
 
-int main(int argc, char **argv) {
-  ddp_comm_t *comm = NULL;
-  ddp_status_t st = ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm);
-  if (st != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 1;
-  }
-  ddp_comm_rank(comm, &rank_);
-  ddp_comm_size(comm, &size_);
+/* Arguments: ALGOS (comma-separated or "all") SET (quick, big or full) BUFFERS (host, pool
+ * or mixed). */
+static int run_allreduce(ddp_test_t *t) {
+  ddp_comm_t *comm = t->comm;
+  int argc = t->argc;
+  char **argv = t->argv;
+  ddp_status_t st = DDP_OK;
+  rank_ = t->rank;
+  size_ = t->size;
   const char *algos = argc > 1 ? argv[1] : "all";
   /* big: adds counts 1000003 and 4M on f32 sum/avg; full: every dtype and op at every count. */
   int full = argc > 2 && !strcmp(argv[2], "full");
@@ -75,7 +75,10 @@ int main(int argc, char **argv) {
     sbuf = malloc(bytes);
     rbuf = malloc(bytes);
   }
-  if (!sbuf || !rbuf) return 1;
+  if (!sbuf || !rbuf) {
+    CHECK(sbuf && rbuf, "out of memory for 2 x %zu bytes", bytes);
+    return 1;
+  }
 
   char list[256];
   if (!strcmp(algos, "all")) {
@@ -121,7 +124,7 @@ int main(int argc, char **argv) {
     CHECK_OK(ddp_free(comm, pool_s));
     CHECK_OK(ddp_free(comm, pool_r));
   }
-  int rc = ddp_test_finish("coll_allreduce");
-  CHECK_OK(ddp_finalize(&comm));
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("coll_allreduce", DDP_TEST_CASE("allreduce", run_allreduce));

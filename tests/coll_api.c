@@ -256,44 +256,47 @@ static void test_lifecycle(void) {
   CHECK(v[999] == size_, "destroyed-comm call wrote v = %g", v[999]);
 }
 
-int main(int argc, char **argv) {
+/* Run with DDP_ALLREDUCE_ALGO set to an unknown name: init refuses, listing the names. MPI is
+ * started by the harness (DDP_TEST_MPI) so that it outlives the refused ddp_init. */
+static int run_badenv(ddp_test_t *t) {
   ddp_comm_t *comm = NULL;
-  if (argc > 1 && !strcmp(argv[1], "badenv")) {
-    /* Run with DDP_ALLREDUCE_ALGO set to an unknown name: init refuses, listing the names.
-     * MPI is started here so that it outlives the refused ddp_init (the verdict is agreed
-     * over MPI_COMM_WORLD, and its size checked). */
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    ddp_status_t st = ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm);
-    CHECK(st == DDP_ECONFIG, "ddp_init with a bad DDP_ALLREDUCE_ALGO returned %d: %s", (int)st,
-          ddp_last_error());
-    CHECK_MSG("DDP_ALLREDUCE_ALGO");
-    CHECK_MSG("ring");
-    if (st == DDP_OK) ddp_finalize(&comm);
-    int rc = ddp_test_finish("coll_api badenv");
-    MPI_Finalize();
-    return rc;
-  }
-  ddp_status_t st = ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm);
-  if (st != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 1;
-  }
-  ddp_comm_rank(comm, &rank_);
-  ddp_comm_size(comm, &size_);
-  test_names(comm);
-  test_broadcast(comm);
-  test_allgather(comm);
-  test_reduce_scatter(comm);
-  test_many_inflight(comm);
-  test_pool(comm);
-  test_bad_inputs(comm);
-  test_lifecycle();
-  CHECK_OK(ddp_barrier(comm));
-  ddp_request_t *rq = NULL;
-  CHECK_OK(ddp_ibarrier(comm, &rq));
-  CHECK_OK(ddp_wait(&rq));
-  int rc = ddp_test_finish("coll_api");
-  CHECK_OK(ddp_finalize(&comm));
-  return rc;
+  ddp_status_t st = ddp_init(&t->argc, &t->argv, MPI_COMM_WORLD, &comm);
+  CHECK(st == DDP_ECONFIG, "ddp_init with a bad DDP_ALLREDUCE_ALGO returned %d: %s", (int)st,
+        ddp_last_error());
+  CHECK_MSG("DDP_ALLREDUCE_ALGO");
+  CHECK_MSG("ring");
+  if (st == DDP_OK) ddp_finalize(&comm);
+  return 0;
 }
+
+/* Each case of the public API on the harness's communicator. */
+#define COLL_API_CASE(name, call)                                                           \
+  static int run_##name(ddp_test_t *t) {                                                    \
+    ddp_comm_t *comm = t->comm;                                                             \
+    (void)comm;                                                                             \
+    rank_ = t->rank;                                                                        \
+    size_ = t->size;                                                                        \
+    call;                                                                                   \
+    return 0;                                                                               \
+  }
+COLL_API_CASE(names, test_names(comm))
+COLL_API_CASE(broadcast, test_broadcast(comm))
+COLL_API_CASE(allgather, test_allgather(comm))
+COLL_API_CASE(reduce_scatter, test_reduce_scatter(comm))
+COLL_API_CASE(many_inflight, test_many_inflight(comm))
+COLL_API_CASE(pool, test_pool(comm))
+COLL_API_CASE(bad_inputs, test_bad_inputs(comm))
+COLL_API_CASE(lifecycle, test_lifecycle())
+static int run_barrier(ddp_test_t *t) {
+  CHECK_OK(ddp_barrier(t->comm));
+  ddp_request_t *rq = NULL;
+  CHECK_OK(ddp_ibarrier(t->comm, &rq));
+  CHECK_OK(ddp_wait(&rq));
+  return 0;
+}
+
+DDP_TEST_PROGRAM("coll_api", DDP_TEST_CASE("names", run_names), DDP_TEST_CASE("broadcast", run_broadcast),
+                 DDP_TEST_CASE("allgather", run_allgather), DDP_TEST_CASE("reduce_scatter", run_reduce_scatter),
+                 DDP_TEST_CASE("many_inflight", run_many_inflight), DDP_TEST_CASE("pool", run_pool),
+                 DDP_TEST_CASE("bad_inputs", run_bad_inputs), DDP_TEST_CASE("lifecycle", run_lifecycle),
+                 DDP_TEST_CASE("barrier", run_barrier), DDP_TEST_CASE_AS("badenv", run_badenv, DDP_TEST_MPI));

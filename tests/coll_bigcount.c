@@ -6,21 +6,14 @@
 
 #include "coll_common.h"
 
-int main(int argc, char **argv) {
-  ddp_comm_t *comm = NULL;
-  if (ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm) != DDP_OK) return 1;
-  int rank = 0, size = 1;
-  ddp_comm_rank(comm, &rank);
-  ddp_comm_size(comm, &size);
+static int run_bigcount(ddp_test_t *t) {
+  ddp_comm_t *comm = t->comm;
+  int rank = t->rank, size = t->size;
   size_t n = ((size_t)1 << 31) + 3;
   uint8_t *b = malloc(n);
-  if (!b) {
-    fprintf(stderr, "coll_bigcount: cannot allocate %zu bytes: skipped\n", n);
-    ddp_finalize(&comm);
-    return 77;
-  }
+  if (!b) return ddp_test_skip(t, "cannot allocate %zu bytes", n);
   char list[128];
-  snprintf(list, sizeof list, "%s", argc > 1 ? argv[1] : "mpi,ring,rhd,shm");
+  snprintf(list, sizeof list, "%s", t->argc > 1 ? t->argv[1] : "mpi,ring,rhd,shm");
   for (char *save = NULL, *algo = strtok_r(list, ",", &save); algo; algo = strtok_r(NULL, ",", &save)) {
     for (size_t i = 0; i < n; i++) b[i] = (uint8_t)((i + (size_t)rank) % 5);
     ddp_coll_opts_t o;
@@ -58,7 +51,7 @@ int main(int argc, char **argv) {
     free(out);
   }
   free(b);
-  int res = ddp_test_finish("coll_bigcount");
-  ddp_finalize(&comm);
-  return res;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("coll_bigcount", DDP_TEST_CASE("bigcount", run_bigcount));

@@ -1,5 +1,6 @@
 /* Helpers of the collectives tests: verifiable integer-valued data per (rank, index, op),
- * typed element access, and a cross-rank bitwise-identity check. */
+ * typed element access (through the harness's typed buffers, ddp_test_typed.h), and a
+ * cross-rank bitwise-identity check. */
 #ifndef COLL_COMMON_H
 #define COLL_COMMON_H
 
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "ddp_test.h"
+#include "ddp_test_typed.h"
 
 static const ddp_dtype_t coll_dtypes[] = {DDP_F32, DDP_F64, DDP_F16, DDP_BF16,
                                           DDP_I32, DDP_I64, DDP_U8};
@@ -97,56 +99,16 @@ static inline double coll_round_half(int64_t num, int64_t den, ddp_dtype_t dt) {
   return num < 0 ? -v : v;
 }
 
-/* bf16 of a float by truncation: exact for the small integers used here. */
-static inline uint16_t coll_bf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return (uint16_t)(u >> 16);
-}
-static inline float coll_bf16_f(uint16_t h) {
-  uint32_t u = (uint32_t)h << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static inline int coll_is_int(ddp_dtype_t dt) { return dt == DDP_I32 || dt == DDP_I64 || dt == DDP_U8; }
+static inline int coll_is_int(ddp_dtype_t dt) { return ddp_tbuf_is_int(dt); }
 
 /* Element i as a double (floating dtypes) and as an integer (integer dtypes, exact). */
-static inline double coll_get(const void *buf, ddp_dtype_t dt, size_t i) {
-  switch (dt) {
-    case DDP_F32: return ((const float *)buf)[i];
-    case DDP_F64: return ((const double *)buf)[i];
-    case DDP_F16: { _Float16 h; memcpy(&h, (const uint16_t *)buf + i, 2); return (double)h; }
-    case DDP_BF16: return coll_bf16_f(((const uint16_t *)buf)[i]);
-    case DDP_I32: return ((const int32_t *)buf)[i];
-    case DDP_I64: return (double)((const int64_t *)buf)[i];
-    case DDP_U8: return ((const uint8_t *)buf)[i];
-    default: return NAN;
-  }
-}
+static inline double coll_get(const void *buf, ddp_dtype_t dt, size_t i) { return ddp_tbuf_get(buf, dt, i); }
 static inline int64_t coll_get_int(const void *buf, ddp_dtype_t dt, size_t i) {
-  switch (dt) {
-    case DDP_I32: return ((const int32_t *)buf)[i];
-    case DDP_I64: return ((const int64_t *)buf)[i];
-    case DDP_U8: return ((const uint8_t *)buf)[i];
-    default: return INT64_MIN;
-  }
+  return ddp_tbuf_is_int(dt) ? ddp_tbuf_get_int(buf, dt, i) : INT64_MIN;
 }
 
 /* Stores integer v (exactly: integer dtypes hold it, the floating ones get small integers). */
-static inline void coll_set(void *buf, ddp_dtype_t dt, size_t i, int64_t v) {
-  switch (dt) {
-    case DDP_F32: ((float *)buf)[i] = (float)v; break;
-    case DDP_F64: ((double *)buf)[i] = (double)v; break;
-    case DDP_F16: { _Float16 h = (_Float16)v; memcpy((uint16_t *)buf + i, &h, 2); break; }
-    case DDP_BF16: ((uint16_t *)buf)[i] = coll_bf16((float)v); break;
-    case DDP_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
-    case DDP_I64: ((int64_t *)buf)[i] = v; break;
-    case DDP_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
-    default: break;
-  }
-}
+static inline void coll_set(void *buf, ddp_dtype_t dt, size_t i, int64_t v) { ddp_tbuf_set_int(buf, dt, i, v); }
 
 /* 1 when element i holds exactly the integer v. */
 static inline int coll_elem_is(const void *buf, ddp_dtype_t dt, size_t i, int64_t v) {

@@ -7,6 +7,7 @@
 
 #include "coll_internal.h"
 #include "ddp_test.h"
+#include "ddp_test_typed.h"
 
 static uint32_t fbits(float f) {
   uint32_t u;
@@ -132,38 +133,15 @@ static void test_reduce(void) {
         double x = (double)((int)(rnd() % 41) - 20) / (dt == DDP_F32 || dt == DDP_F64 ? 4.0 : 1.0);
         double y = (double)((int)(rnd() % 41) - 20);
         if (dt == DDP_U8) x = fabs(x), y = fabs(y);
-        switch (dt) {
-          case DDP_F32: ((float *)a)[i] = (float)x, ((float *)b)[i] = (float)y; break;
-          case DDP_F64: ((double *)a)[i] = x, ((double *)b)[i] = y; break;
-          case DDP_F16: ((uint16_t *)a)[i] = h_of((_Float16)x), ((uint16_t *)b)[i] = h_of((_Float16)y); break;
-          case DDP_BF16: ((uint16_t *)a)[i] = (uint16_t)(fbits((float)x) >> 16), ((uint16_t *)b)[i] = (uint16_t)(fbits((float)y) >> 16); break;
-          case DDP_I32: ((int32_t *)a)[i] = (int32_t)x, ((int32_t *)b)[i] = (int32_t)y; break;
-          case DDP_I64: ((int64_t *)a)[i] = (int64_t)x, ((int64_t *)b)[i] = (int64_t)y; break;
-          default: ((uint8_t *)a)[i] = (uint8_t)x, ((uint8_t *)b)[i] = (uint8_t)y; break;
-        }
+        ddp_tbuf_set(a, dt, i, x);
+        ddp_tbuf_set(b, dt, i, y);
       }
-      /* Reference, element by element. */
+      /* Reference, element by element, rounded to the dtype by the typed buffers (nearest even,
+       * independent of the library's converters). */
       for (size_t i = 0; i < N; i++) {
-        double x, y;
-        switch (dt) {
-          case DDP_F32: x = ((float *)a)[i], y = ((float *)b)[i]; break;
-          case DDP_F64: x = ((double *)a)[i], y = ((double *)b)[i]; break;
-          case DDP_F16: x = ddp__f16_to_f32(((uint16_t *)a)[i]), y = ddp__f16_to_f32(((uint16_t *)b)[i]); break;
-          case DDP_BF16: x = ddp__bf16_to_f32(((uint16_t *)a)[i]), y = ddp__bf16_to_f32(((uint16_t *)b)[i]); break;
-          case DDP_I32: x = ((int32_t *)a)[i], y = ((int32_t *)b)[i]; break;
-          case DDP_I64: x = (double)((int64_t *)a)[i], y = (double)((int64_t *)b)[i]; break;
-          default: x = ((uint8_t *)a)[i], y = ((uint8_t *)b)[i]; break;
-        }
+        double x = ddp_tbuf_get(a, dt, i), y = ddp_tbuf_get(b, dt, i);
         double r = op == DDP_SUM ? x + y : op == DDP_PROD ? x * y : op == DDP_MIN ? fmin(x, y) : fmax(x, y);
-        switch (dt) {
-          case DDP_F32: ((float *)want)[i] = (float)r; break;
-          case DDP_F64: ((double *)want)[i] = r; break;
-          case DDP_F16: ((uint16_t *)want)[i] = h_of((_Float16)(float)r); break;
-          case DDP_BF16: ((uint16_t *)want)[i] = ddp__f32_to_bf16((float)r); break;
-          case DDP_I32: ((int32_t *)want)[i] = (int32_t)r; break;
-          case DDP_I64: ((int64_t *)want)[i] = (int64_t)r; break;
-          default: ((uint8_t *)want)[i] = (uint8_t)(int64_t)r; break;
-        }
+        ddp_tbuf_set(want, dt, i, r);
       }
       memcpy(d, a, N * es);
       ddp__reduce_host(d, b, N, dt, op);
@@ -201,10 +179,62 @@ static void test_scale(void) {
   CHECK(u[0] == 63 && u[1] == 1, "u8 scale %u %u", u[0], u[1]);
 }
 
-int main(void) {
-  test_f16();
-  test_bf16();
-  test_reduce();
-  test_scale();
-  return ddp_test_finish("coll_kernels");
+static double typed_seed(int rank, size_t i, const void *ctx) {
+  (void)ctx;
+  return (double)((int)(i * 7 + (size_t)rank * 3) % 11) + 2.0; /* 2..12: exact in bf16 */
 }
+
+/* The tests' own typed buffers (tests/common/ddp_test_typed.c), which the reference above and
+ * the other tests rely on: every f16 value decodes as the compiler's _Float16 and encodes back
+ * to itself; random floats encode as _Float16 rounds them; bf16 rounds to nearest even. */
+static void test_typed(void) {
+  int bad = 0;
+  for (uint32_t h = 0; h < 65536; h++) {
+    _Float16 x;
+    uint16_t hh = (uint16_t)h;
+    memcpy(&x, &hh, 2);
+    double v = ddp_tbuf_f16_value(hh);
+    if (isnan((double)x) ? !isnan(v) : (v != (double)x || ddp_tbuf_f16(v) != hh)) bad++;
+  }
+  CHECK(bad == 0, "typed buffers: %d of 65536 f16 values decode or encode wrongly", bad);
+  int bf = 0, bb = 0;
+  for (int i = 0; i < 1000000; i++) {
+    float f = bitsf(rnd() ^ (rnd() << 21));
+    if (isnan(f)) continue;
+    bf += ddp_tbuf_f16(f) != h_of((_Float16)f);
+    uint32_t u = fbits(f);
+    uint16_t want = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    bb += ddp_tbuf_bf16(f) != want || ddp_tbuf_bf16_value(want) != (double)bitsf((uint32_t)want << 16);
+  }
+  CHECK(bf == 0, "typed buffers: %d random floats encode to f16 unlike _Float16", bf);
+  CHECK(bb == 0, "typed buffers: %d random floats round to bf16 wrongly", bb);
+  uint16_t hb[100];
+  ddp_tbuf_fill(hb, DDP_BF16, 100, 3, typed_seed, NULL);
+  CHECK(ddp_tbuf_compare(hb, DDP_BF16, 100, typed_seed, 3, NULL, 0, "bf16 fill") == 0, "fill/compare");
+  hb[7] = ddp_tbuf_bf16(ddp_tbuf_bf16_value(hb[7]) + 1.0);
+  CHECK(ddp_tbuf_compare(hb, DDP_BF16, 100, typed_seed, 3, NULL, 0, "planted difference (expected)") == 1,
+        "compare missed a planted difference");
+  CHECK(ddp_tbuf_compare(hb, DDP_BF16, 100, typed_seed, 3, NULL, 0.5, "within tolerance") == 0,
+        "tolerance 0.5 refused a difference of 1 at |value| >= 2");
+  unsigned char buf[8];
+  ddp_tbuf_set_int(buf, DDP_I64, 0, INT64_MAX - 5);
+  CHECK(ddp_tbuf_get_int(buf, DDP_I64, 0) == INT64_MAX - 5, "i64 not exact");
+  ddp_tbuf_set(buf, DDP_U8, 0, 300);
+  CHECK(ddp_tbuf_get(buf, DDP_U8, 0) == 44, "u8 300 stored as %g", ddp_tbuf_get(buf, DDP_U8, 0));
+}
+
+#define KERNELS_CASE(name)                                                                  \
+  static int run_##name(ddp_test_t *t) {                                                    \
+    (void)t;                                                                                \
+    test_##name();                                                                          \
+    return 0;                                                                               \
+  }
+KERNELS_CASE(f16)
+KERNELS_CASE(bf16)
+KERNELS_CASE(reduce)
+KERNELS_CASE(scale)
+KERNELS_CASE(typed)
+
+DDP_TEST_PROGRAM("coll_kernels", DDP_TEST_CASE_AS("f16", run_f16, DDP_TEST_NO_MPI), DDP_TEST_CASE_AS("bf16", run_bf16, DDP_TEST_NO_MPI),
+                 DDP_TEST_CASE_AS("reduce", run_reduce, DDP_TEST_NO_MPI), DDP_TEST_CASE_AS("scale", run_scale, DDP_TEST_NO_MPI),
+                 DDP_TEST_CASE_AS("typed", run_typed, DDP_TEST_NO_MPI));

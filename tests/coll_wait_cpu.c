@@ -61,18 +61,11 @@ static double one(ddp_comm_t *comm, int rank, const char *algo, size_t count, in
   return rank == 0 ? frac : -1.0;
 }
 
-int main(int argc, char **argv) {
-  ddp_comm_t *comm = NULL;
-  CHECK_OK(ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm));
-  int rank = 0, size = 0;
-  ddp_comm_rank(comm, &rank);
-  ddp_comm_size(comm, &size);
+static int run_wait_cpu(ddp_test_t *t) {
+  ddp_comm_t *comm = t->comm;
+  int rank = t->rank, size = t->size;
   CHECK(size == 2, "world size %d, this test needs 2", size);
-  if (size != 2) {
-    int rc = ddp_test_finish("coll_wait_cpu");
-    ddp_finalize(&comm);
-    return rc;
-  }
+  if (size != 2) return 0;
   const size_t counts[] = {2, 16384, 1 << 20}; /* 8 B (tiny), 64 KB, 4 MB */
   float *buf = malloc(sizeof(float) * counts[2]);
   CHECK(buf != NULL, "out of memory");
@@ -100,7 +93,7 @@ int main(int argc, char **argv) {
     }
   }
   free(buf);
-  int rc = ddp_test_finish("coll_wait_cpu");
-  CHECK_OK(ddp_finalize(&comm));
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("coll_wait_cpu", DDP_TEST_CASE("wait_cpu", run_wait_cpu));

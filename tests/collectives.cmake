@@ -5,59 +5,55 @@ ddp_add_test_exe(coll_allreduce coll_allreduce.c)
 ddp_add_test_exe(coll_api coll_api.c)
 # The host kernels are hidden in the library: this unit test compiles them in.
 ddp_add_test_exe(coll_kernels coll_kernels.c ${PROJECT_SOURCE_DIR}/collectives/kernels/coll_reduce.c)
-ddp_add_mpi_test(NAME coll_kernels EXE coll_kernels NP 0 LABELS quick TIMEOUT 60)
-foreach(np 1 2 3 4)
-  ddp_add_mpi_test(NAME coll_allreduce_np${np} EXE coll_allreduce NP ${np} ARGS all quick host
-    LABELS quick TIMEOUT 120)
-  ddp_add_mpi_test(NAME coll_api_np${np} EXE coll_api NP ${np} LABELS quick TIMEOUT 120)
-endforeach()
-# Buffers from the node-shared pool (zero-copy shm), and a mix of pool and malloc peers.
-ddp_add_mpi_test(NAME coll_allreduce_pool_np2 EXE coll_allreduce NP 2 ARGS all quick pool
+ddp_add_mpi_test(NAME coll_kernels PROGRAM coll_kernels NP 0 LABELS quick)
+ddp_add_mpi_test(NAME coll_allreduce PROGRAM coll_allreduce NP 1 2 3 4 ARGS all quick host
   LABELS quick TIMEOUT 120)
-ddp_add_mpi_test(NAME coll_allreduce_mixed_np3 EXE coll_allreduce NP 3 ARGS shm,hier,auto quick mixed
+ddp_add_mpi_test(NAME coll_api PROGRAM coll_api NP 1 2 3 4 LABELS quick TIMEOUT 120)
+# Buffers from the node-shared pool (zero-copy shm), and a mix of pool and malloc peers.
+ddp_add_mpi_test(NAME coll_allreduce_pool PROGRAM coll_allreduce NP 2 ARGS all quick pool
+  LABELS quick TIMEOUT 120)
+ddp_add_mpi_test(NAME coll_allreduce_mixed PROGRAM coll_allreduce NP 3 ARGS shm,hier,auto quick mixed
   LABELS quick TIMEOUT 120)
 # hier across virtual nodes of 2 ranks; np 3 has unequal nodes (hier must refuse clearly).
-ddp_add_mpi_test(NAME coll_allreduce_hier_vnodes_np4 EXE coll_allreduce NP 4 ARGS all quick mixed
+ddp_add_mpi_test(NAME coll_allreduce_hier_vnodes PROGRAM coll_allreduce NP 4 ARGS all quick mixed
   LABELS quick TIMEOUT 120 ENV DDP_RANKS_PER_NODE=2)
-ddp_add_mpi_test(NAME coll_allreduce_hier_vnodes_np3 EXE coll_allreduce NP 3 ARGS hier,shm,auto quick host
+ddp_add_mpi_test(NAME coll_allreduce_hier_vnodes PROGRAM coll_allreduce NP 3 ARGS hier,shm,auto quick host
   LABELS quick TIMEOUT 120 ENV DDP_RANKS_PER_NODE=2)
 # DDP_ALLREDUCE_ALGO forcing: auto runs as the forced algorithm; an inapplicable one is refused
 # with the usable names; an unknown one fails ddp_init with the valid names.
-ddp_add_mpi_test(NAME coll_allreduce_forced_ring_np3 EXE coll_allreduce NP 3 ARGS auto quick host
+ddp_add_mpi_test(NAME coll_allreduce_forced_ring PROGRAM coll_allreduce NP 3 ARGS auto quick host
   LABELS quick TIMEOUT 120 ENV DDP_ALLREDUCE_ALGO=ring)
-ddp_add_mpi_test(NAME coll_allreduce_forced_shm_vnodes_np2 EXE coll_allreduce NP 2 ARGS auto quick host
+ddp_add_mpi_test(NAME coll_allreduce_forced_shm_vnodes PROGRAM coll_allreduce NP 2 ARGS auto quick host
   LABELS quick TIMEOUT 120 ENV DDP_ALLREDUCE_ALGO=shm DDP_RANKS_PER_NODE=1)
-ddp_add_mpi_test(NAME coll_api_badenv_np2 EXE coll_api NP 2 ARGS badenv LABELS quick TIMEOUT 60
+ddp_add_mpi_test(NAME coll_api_badenv PROGRAM coll_api NP 2 CASES badenv LABELS quick
   ENV DDP_ALLREDUCE_ALGO=bogus)
 # Every collective also passes the DDP_CHECK=1 fingerprint exchange (on the engine thread).
-ddp_add_mpi_test(NAME coll_allreduce_check_np3 EXE coll_allreduce NP 3 ARGS all quick mixed
+ddp_add_mpi_test(NAME coll_allreduce_check PROGRAM coll_allreduce NP 3 ARGS all quick mixed
   LABELS quick TIMEOUT 120 ENV DDP_CHECK=1)
-ddp_add_mpi_test(NAME coll_api_check_np2 EXE coll_api NP 2 LABELS quick TIMEOUT 120 ENV DDP_CHECK=1)
+ddp_add_mpi_test(NAME coll_api_check PROGRAM coll_api NP 2 LABELS quick TIMEOUT 120 ENV DDP_CHECK=1)
 # Large counts (1000003 and 4M elements) and more ranks. "full": every algorithm x dtype x op
 # x count {0, 1, p-1, p, p+1, 1031, 100003, 1000003, 4M} x in/out of place (np 2: 1.3 min,
 # np 4: 2.5 min on 2 cores); "big": the large counts on f32 sum/avg only.
-ddp_add_mpi_test(NAME coll_allreduce_full_np1 EXE coll_allreduce NP 1 ARGS all full host
+ddp_add_mpi_test(NAME coll_allreduce_full PROGRAM coll_allreduce NP 1 ARGS all full host
   LABELS slow TIMEOUT 600)
-ddp_add_mpi_test(NAME coll_allreduce_full_np2 EXE coll_allreduce NP 2 ARGS all full pool
+ddp_add_mpi_test(NAME coll_allreduce_full PROGRAM coll_allreduce NP 2 ARGS all full pool
   LABELS slow TIMEOUT 600)
-ddp_add_mpi_test(NAME coll_allreduce_full_np4 EXE coll_allreduce NP 4 ARGS all full host
+ddp_add_mpi_test(NAME coll_allreduce_full PROGRAM coll_allreduce NP 4 ARGS all full host
   LABELS slow TIMEOUT 900)
-ddp_add_mpi_test(NAME coll_allreduce_big_np3 EXE coll_allreduce NP 3 ARGS all big host
+ddp_add_mpi_test(NAME coll_allreduce_big PROGRAM coll_allreduce NP 3 ARGS all big host
   LABELS slow TIMEOUT 300)
 # Counts above INT_MAX (about 2.2 GB per rank).
 ddp_add_test_exe(coll_bigcount coll_bigcount.c)
-ddp_add_mpi_test(NAME coll_bigcount_np2 EXE coll_bigcount NP 2 LABELS slow TIMEOUT 600)
-foreach(np 5 8)
-  ddp_add_mpi_test(NAME coll_allreduce_ring_rhd_np${np} EXE coll_allreduce NP ${np} ARGS ring,rhd,shm quick host
-    LABELS slow TIMEOUT 300)
-endforeach()
+ddp_add_mpi_test(NAME coll_bigcount PROGRAM coll_bigcount NP 2 LABELS slow TIMEOUT 600)
+ddp_add_mpi_test(NAME coll_allreduce_ring_rhd PROGRAM coll_allreduce NP 5 8 ARGS ring,rhd,shm quick host
+  LABELS slow TIMEOUT 300)
 # The benchmark itself, small: every algorithm, checked results, JSON written (exit 1 if wrong).
-ddp_add_mpi_test(NAME coll_bench_smoke_np2 EXE allreduce_bench NP 2 LABELS quick TIMEOUT 60
+ddp_add_mpi_test(NAME coll_bench_smoke PROGRAM allreduce_bench NP 2 LABELS quick
   ARGS -b 8 -e 256K -f 8 -n 3 -w 1 -J ${CMAKE_CURRENT_BINARY_DIR}/coll_bench_smoke.json)
-ddp_add_mpi_test(NAME coll_bench_shared_np3 EXE allreduce_bench NP 3 LABELS quick TIMEOUT 60
+ddp_add_mpi_test(NAME coll_bench_shared PROGRAM allreduce_bench NP 3 LABELS quick
   ARGS -b 4 -e 1M -f 16 -n 2 -w 1 -M shared -d bf16 -o avg)
 foreach(c broadcast allgather reducescatter)
-  ddp_add_mpi_test(NAME coll_bench_${c}_np2 EXE allreduce_bench NP 2 LABELS quick TIMEOUT 60
+  ddp_add_mpi_test(NAME coll_bench_${c} PROGRAM allreduce_bench NP 2 LABELS quick
     ARGS -C ${c} -b 8 -e 1M -f 16 -n 2 -w 1 -d i32)
 endforeach()
 
@@ -65,12 +61,11 @@ endforeach()
 # result checked; transports that cannot run here (nccl without NCCL or on the emulation) are
 # skipped with their reason. The bench's exit status counts (a transport that fails at any size
 # fails the test), and staged, mpi and staged:ring must each have run.
-ddp_launch_args(launch NP 2 ENV DDP_DEVICE_EMULATE=1)
-add_test(NAME coll_bench_cuda_emulated_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/robust_run.sh
-  --expect ok --max-s 50 --want "^# algorithm: staged$" --want "^# algorithm: mpi$"
-  --want "^# algorithm: staged:ring$" --want "^# Out of bounds values : 0 OK$"
-  --not "^# skipping (staged|mpi)" --not "WRONG|failed|wrong: [1-9]|no device on this communicator"
-  -- ${launch} $<TARGET_FILE:allreduce_bench> -M cuda -A staged,mpi,nccl,staged:ring
-  -b 8 -e 1M -f 16 -n 3 -w 1)
-set_tests_properties(coll_bench_cuda_emulated_np2 PROPERTIES TIMEOUT 60 LABELS "quick;emulate"
-  ENVIRONMENT "${DDP_TEST_ENV};DDP_DEVICE_EMULATE=1")
+ddp_add_mpi_test(NAME coll_bench_cuda_emulated PROGRAM allreduce_bench NP 2 LABELS quick emulate
+  SKIP_CODE 0
+  WRAP bash ${CMAKE_CURRENT_SOURCE_DIR}/robust_run.sh --expect ok --max-s 50
+    --want "^# algorithm: staged$" --want "^# algorithm: mpi$"
+    --want "^# algorithm: staged:ring$" --want "^# Out of bounds values : 0 OK$"
+    --not "^# skipping (staged|mpi)" --not "WRONG|failed|wrong: [1-9]|no device on this communicator" --
+  ARGS -M cuda -A staged,mpi,nccl,staged:ring -b 8 -e 1M -f 16 -n 3 -w 1
+  ENV DDP_DEVICE_EMULATE=1)

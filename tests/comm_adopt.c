@@ -17,9 +17,9 @@ static void bad_env(const char *name, const char *value, const char *needle) {
   unsetenv(name);
 }
 
-int main(int argc, char **argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+static int run_adopt(ddp_test_t *t) {
+  int argc = t->argc, provided = t->thread_provided;
+  char **argv = t->argv;
   int wr = 0, ws = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &wr);
   MPI_Comm_size(MPI_COMM_WORLD, &ws);
@@ -141,8 +141,9 @@ int main(int argc, char **argv) {
   CHECK(c2 == NULL, "ddp_comm_destroy left the handle set");
   CHECK_ST(ddp_comm_info(c2, &inf), DDP_EINVAL);
 
-  int rc = ddp_test_finish("comm_adopt");
   MPI_Comm_free(&half);
-  MPI_Finalize();
-  return rc;
+  return 0;
 }
+
+/* MPI started by the harness at MPI_THREAD_SERIALIZED: the library must adopt that level. */
+DDP_TEST_PROGRAM("comm_adopt", {.name = "adopt", .run = run_adopt, .start = DDP_TEST_MPI, .thread_level = MPI_THREAD_SERIALIZED});

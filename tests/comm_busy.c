@@ -3,14 +3,11 @@
  * nothing themselves), and nothing is destroyed; once the handles are gone it succeeds. */
 #include "ddp_test.h"
 
-int main(int argc, char **argv) {
-  int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-
+/* MPI outlives the communicator (DDP_TEST_MPI), which this case destroys itself. */
+static int run_busy(ddp_test_t *t) {
+  int rank = t->rank;
   ddp_comm_t *comm = NULL;
-  CHECK_OK(ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm));
+  CHECK_OK(ddp_init(&t->argc, &t->argv, MPI_COMM_WORLD, &comm));
 
   /* 1. A request not yet waited on rank 0 only: every rank gets EBUSY (ranks agree). */
   ddp_request_t *req = NULL;
@@ -41,7 +38,7 @@ int main(int argc, char **argv) {
   CHECK(comm == NULL, "ddp_comm_destroy left the handle set");
   CHECK_OK(ddp_comm_destroy(&comm));
 
-  int rc = ddp_test_finish("comm_busy");
-  MPI_Finalize();
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("comm_busy", DDP_TEST_CASE_AS("busy", run_busy, DDP_TEST_MPI));

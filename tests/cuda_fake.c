@@ -398,14 +398,10 @@ static void test_nccl_failure(scenario_t sc, ddp_status_t want, const char *msg)
   env_close(&v);
 }
 
-int main(int argc, char **argv) {
-  ddp_comm_t *comm = NULL;
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 1;
-  }
-  ddp_comm_rank(comm, &rank);
-  ddp_comm_size(comm, &size);
+static int run_fake(ddp_test_t *t) {
+  ddp_comm_t *comm = t->comm;
+  rank = t->rank;
+  size = t->size;
   CHECK(size == 2, "cuda_fake runs at np=2 (got %d)", size);
   MPI_Comm_dup(MPI_COMM_WORLD, &data_comm);
   ddp__comm_t *c = impl_of(comm);
@@ -423,7 +419,7 @@ int main(int argc, char **argv) {
     test_nccl_failure(S_STUCK, DDP_ETIMEDOUT, "nccl collective");
   }
   MPI_Comm_free(&data_comm);
-  int rc = ddp_test_finish("cuda_fake");
-  ddp_finalize(&comm);
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("cuda_fake", DDP_TEST_CASE("fake", run_fake));

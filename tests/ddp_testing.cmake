@@ -1,14 +1,13 @@
-# Helpers every tests/<area>.cmake uses. Every MPI job starts through tools/mpilaunch, the one
-# place that knows the flags of Open MPI's mpirun, Hydra's mpiexec (MPICH, Intel MPI) and srun;
-# it runs the launcher CMake matched to the MPI library (cmake/DDPLaunch.cmake) and gives
-# every rank DDP_WORLD_SIZE, so a job whose MPI world differs fails in ddp_init.
-#   ddp_add_test_exe(<exe> <sources...>)          builds a test program linked to mpiddp
+# How tests are built and registered (docs/testing.md). Every MPI job starts through
+# tools/mpilaunch, the one place that knows the flags of Open MPI's mpirun, Hydra's mpiexec
+# (MPICH, Intel MPI) and srun; it runs the launcher CMake matched to the MPI library
+# (cmake/DDPLaunch.cmake) and gives every rank DDP_WORLD_SIZE, so a job whose MPI world differs
+# fails in ddp_init.
+#   ddp_add_test_exe(<exe> <sources...>)          a test program linked to mpiddp and the
+#     harness (tests/common: CHECK, the shared main() that runs the DDP_TEST_PROGRAM cases,
+#     the typed buffers); a program with its own main() keeps it
 #   ddp_add_internal_test_exe(<exe> <sources...>) the same, linked to mpiddp_static (internals)
-#   ddp_add_mpi_test(NAME n EXE e NP np [ARGS ...] [LABELS ...] [TIMEOUT s] [ENV K=V ...])
-#     registers `mpilaunch -n np -e K... e args` (NP 0: an MPI singleton without a launcher,
-#     with DDP_WORLD_SIZE=1); EXE is any executable target (tests or apps).
-#   ddp_launch_args(<out> NP np [ENV K=V ...])   the launcher words of such a test, for a
-#     test whose command wraps the job (a checking script before the launcher).
+#   ddp_add_mpi_test(...)                          registers every test, see below
 #   DDP_LAUNCH                                     tools/mpilaunch, for the test scripts
 #     (`"$launch" -n 2 -e NAME=VALUE prog args`); DDP_TEST_ENV configures it.
 set(DDP_LAUNCH ${PROJECT_SOURCE_DIR}/tools/mpilaunch)
@@ -29,42 +28,103 @@ if(DDP_SANITIZE STREQUAL "address,undefined")
     OMPI_MCA_mca_base_component_disable_dlclose=1)
 endif()
 
+# The harness (tests/common): checks, the shared main(), typed buffers. It does not link the
+# library itself, so that a test of internals links the static one alone.
+add_library(ddp_test_common STATIC ${CMAKE_CURRENT_SOURCE_DIR}/common/ddp_test.c
+  ${CMAKE_CURRENT_SOURCE_DIR}/common/ddp_test_main.c ${CMAKE_CURRENT_SOURCE_DIR}/common/ddp_test_typed.c)
+target_include_directories(ddp_test_common PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/common
+  ${DDP_HEADER_DIRS} ${PROJECT_SOURCE_DIR}/runtime ${PROJECT_BINARY_DIR}/include)
+target_link_libraries(ddp_test_common PUBLIC MPI::MPI_C m)
+
 function(ddp_add_test_exe exe)
   add_executable(${exe} ${ARGN})
-  target_link_libraries(${exe} PRIVATE mpiddp m)
-  target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common ${DDP_HEADER_DIRS})
+  target_link_libraries(${exe} PRIVATE ddp_test_common mpiddp m)
+  target_include_directories(${exe} PRIVATE ${DDP_HEADER_DIRS})
 endfunction()
 
 # Programs that drive internal (ddp__, hidden) interfaces link the static library.
 function(ddp_add_internal_test_exe exe)
   add_executable(${exe} ${ARGN})
-  target_link_libraries(${exe} PRIVATE mpiddp_static m)
-  target_include_directories(${exe} PRIVATE ${PROJECT_SOURCE_DIR}/tests/common ${DDP_HEADER_DIRS})
+  target_link_libraries(${exe} PRIVATE ddp_test_common mpiddp_static m)
+  target_include_directories(${exe} PRIVATE ${DDP_HEADER_DIRS})
 endfunction()
 
-function(ddp_launch_args out)
-  cmake_parse_arguments(L "" "NP" "ENV" ${ARGN})
-  set(words bash ${DDP_LAUNCH} -n ${L_NP})
-  foreach(kv ${L_ENV})
-    string(REGEX REPLACE "=.*" "" k "${kv}")
-    list(APPEND words -e ${k})
-  endforeach()
-  set(${out} ${words} PARENT_SCOPE)
-endfunction()
-
+# ddp_add_mpi_test(NAME name
+#     PROGRAM target [CASES case...] [NP n...] [ARGS arg...] [WRAP word... --]
+#   | COMMAND word...
+#   [LABELS label...] [TIMEOUT s] [ENV NAME=VALUE...] [SKIP_CODE code] [RUN_SERIAL])
+# PROGRAM: an executable target (a test program or an app) run as an MPI job of each rank
+#   count in NP (default 1): test NAME_np<n> runs `mpilaunch -n n -e NAME... program
+#   [--case a,b] args`; NP 0 is one MPI singleton without a launcher, test NAME. Every rank
+#   gets MPIDDP_TEST_NP=n, the count the harness checks MPI's world against. CASES: the
+#   harness cases to run (default: all of the program's). WRAP: a checking command in front
+#   of the launcher (tests/robust_run.sh ... --, a script that kills a rank ...).
+# COMMAND: a script that starts its own jobs through ${DDP_LAUNCH} (or none), test NAME.
+# Every test: TIMEOUT (default 60 s), LABELS, ENV for the test and every rank (and
+# DDP_TEST_ENV), SKIP_CODE (the exit status that means "cannot run here, said why": 77, the
+# default for PROGRAM tests; a COMMAND test has one only when given; 0: none), RUN_SERIAL.
 function(ddp_add_mpi_test)
-  cmake_parse_arguments(T "" "NAME;EXE;NP;TIMEOUT" "ARGS;LABELS;ENV" ${ARGN})
+  cmake_parse_arguments(T "RUN_SERIAL" "NAME;PROGRAM;TIMEOUT;SKIP_CODE"
+    "CASES;NP;ARGS;WRAP;COMMAND;LABELS;ENV" ${ARGN})
+  if(T_UNPARSED_ARGUMENTS OR NOT T_NAME OR (T_PROGRAM AND T_COMMAND) OR NOT (T_PROGRAM OR T_COMMAND))
+    message(FATAL_ERROR "ddp_add_mpi_test(${T_NAME}): needs NAME and one of PROGRAM or COMMAND "
+      "(unparsed: ${T_UNPARSED_ARGUMENTS})")
+  endif()
   if(NOT T_TIMEOUT)
     set(T_TIMEOUT 60)
   endif()
-  set(env ${DDP_TEST_ENV} ${T_ENV})
-  if(T_NP EQUAL 0)
-    add_test(NAME ${T_NAME} COMMAND $<TARGET_FILE:${T_EXE}> ${T_ARGS})
-    list(APPEND env DDP_WORLD_SIZE=1)
-  else()
-    ddp_launch_args(launch NP ${T_NP} ENV ${T_ENV})
-    add_test(NAME ${T_NAME} COMMAND ${launch} $<TARGET_FILE:${T_EXE}> ${T_ARGS})
+  if(NOT DEFINED T_SKIP_CODE AND T_PROGRAM)
+    set(T_SKIP_CODE 77)
   endif()
-  set_tests_properties(${T_NAME} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
-    ENVIRONMENT "${env}" SKIP_RETURN_CODE 77)
+  if(T_COMMAND)
+    if(T_NP OR T_CASES OR T_ARGS OR T_WRAP)
+      message(FATAL_ERROR "ddp_add_mpi_test(${T_NAME}): NP, CASES, ARGS and WRAP go with PROGRAM")
+    endif()
+    add_test(NAME ${T_NAME} COMMAND ${T_COMMAND})
+    set(names ${T_NAME})
+    set(envs "${DDP_TEST_ENV};${T_ENV}")
+  else()
+    if("${T_NP}" STREQUAL "")
+      set(T_NP 1)
+    endif()
+    set(case_args "")
+    if(T_CASES)
+      string(REPLACE ";" "," cases "${T_CASES}")
+      set(case_args --case ${cases})
+    endif()
+    set(names "")
+    foreach(np ${T_NP})
+      if(np EQUAL 0)
+        set(name ${T_NAME})
+        add_test(NAME ${name} COMMAND ${T_WRAP} $<TARGET_FILE:${T_PROGRAM}> ${case_args} ${T_ARGS})
+        set(env_${name} "${DDP_TEST_ENV};${T_ENV};DDP_WORLD_SIZE=1;MPIDDP_TEST_NP=1")
+      else()
+        set(name ${T_NAME}_np${np})
+        set(launch bash ${DDP_LAUNCH} -n ${np})
+        foreach(kv ${T_ENV} MPIDDP_TEST_NP=${np})
+          string(REGEX REPLACE "=.*" "" k "${kv}")
+          list(APPEND launch -e ${k})
+        endforeach()
+        add_test(NAME ${name} COMMAND ${T_WRAP} ${launch} $<TARGET_FILE:${T_PROGRAM}> ${case_args} ${T_ARGS})
+        set(env_${name} "${DDP_TEST_ENV};${T_ENV};MPIDDP_TEST_NP=${np}")
+      endif()
+      list(APPEND names ${name})
+    endforeach()
+  endif()
+  foreach(name ${names})
+    if(T_COMMAND)
+      set(env "${envs}")
+    else()
+      set(env "${env_${name}}")
+    endif()
+    list(REMOVE_ITEM env "")
+    set_tests_properties(${name} PROPERTIES TIMEOUT ${T_TIMEOUT} LABELS "${T_LABELS}"
+      ENVIRONMENT "${env}")
+    if(T_SKIP_CODE)
+      set_tests_properties(${name} PROPERTIES SKIP_RETURN_CODE ${T_SKIP_CODE})
+    endif()
+    if(T_RUN_SERIAL)
+      set_tests_properties(${name} PROPERTIES RUN_SERIAL TRUE)
+    endif()
+  endforeach()
 endfunction()

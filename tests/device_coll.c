@@ -389,20 +389,15 @@ static void test_bad(void) {
   CHECK_OK(ddp_device_free(comm, d));
 }
 
-int main(int argc, char **argv) {
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 1;
-  }
-  ddp_comm_rank(comm, &rank);
-  ddp_comm_size(comm, &size);
+/* Argument "timeout": only the watchdog checks of every transport. */
+static int run_device_coll(ddp_test_t *t) {
+  comm = t->comm;
+  rank = t->rank;
+  size = t->size;
 #ifdef DDP_TEST_GPU
   /* The same checks on a real GPU (label gpu), with NCCL too; skipped where there is none. */
   int verdict = ddp_test_device_verdict(comm, "gpu_coll", DDP_TEST_WANT_CUDA);
-  if (verdict) {
-    ddp_finalize(&comm);
-    return verdict;
-  }
+  if (verdict) return verdict;
   const char *tps[] = {"staged", "mpi", "nccl"};
   const int ntps = 3;
 #else
@@ -411,9 +406,9 @@ int main(int argc, char **argv) {
   const int ntps = 2;
 #endif
   if (ddp_device_available(comm)) {
-    ddp_stream_t *s;
+    ddp_stream_t *s = NULL;
     CHECK_OK(ddp_stream_create(comm, &s));
-    int timeout_mode = argc > 1 && !strcmp(argv[1], "timeout");
+    int timeout_mode = t->argc > 1 && !strcmp(t->argv[1], "timeout");
     for (int k = 0; k < ntps; k++) {
       const char *name = NULL;
       ddp_transport_t want = DDP_TRANSPORT_AUTO, got = DDP_TRANSPORT_AUTO;
@@ -441,7 +436,7 @@ int main(int argc, char **argv) {
     if (!timeout_mode) test_bad();
     CHECK_OK(ddp_stream_destroy(comm, &s));
   }
-  int rc = ddp_test_finish("device_coll");
-  ddp_finalize(&comm);
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("device_coll", DDP_TEST_CASE("device_coll", run_device_coll));

@@ -233,17 +233,13 @@ static void test_bad_inputs(ddp_comm_t *comm) {
   CHECK_ST(ddp_device_free(comm, p), DDP_EINVAL); /* double free */
 }
 
-int main(int argc, char **argv) {
-  ddp_comm_t *comm = NULL;
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 1;
-  }
-  int rank = 0;
-  ddp_comm_rank(comm, &rank);
+/* Argument "none": run without a device (no DDP_DEVICE_EMULATE): everything refused clearly. */
+static int run_device(ddp_test_t *t) {
+  ddp_comm_t *comm = t->comm;
+  int rank = t->rank;
   char desc[128];
   CHECK_OK(ddp_device_describe(comm, desc, sizeof desc));
-  if (argc > 1 && !strcmp(argv[1], "none")) {
+  if (t->argc > 1 && !strcmp(t->argv[1], "none")) {
     CHECK(!ddp_device_available(comm) || ddp_device_kind(comm) == DDP_DEVICE_CUDA,
           "device available without emulation: %s", desc);
     if (!ddp_device_available(comm)) {
@@ -266,10 +262,7 @@ int main(int argc, char **argv) {
 #ifdef DDP_TEST_GPU
     /* The same checks on a real GPU (label gpu): skipped with the reason where there is none. */
     int verdict = ddp_test_device_verdict(comm, "gpu_device", DDP_TEST_WANT_CUDA);
-    if (verdict) {
-      ddp_finalize(&comm);
-      return verdict;
-    }
+    if (verdict) return verdict;
     if (rank == 0) printf("gpu_device: on %s\n", desc);
 #else
     CHECK(ddp_device_emulated(comm), "DDP_DEVICE_EMULATE=1 but the device is: %s", desc);
@@ -289,7 +282,7 @@ int main(int argc, char **argv) {
     CHECK(p == NULL, "output written on a closed communicator");
     CHECK(ddp_device_kind(c2) == DDP_DEVICE_NONE, "closed communicator has a device");
   }
-  int rc = ddp_test_finish(argc > 1 ? "device_emu(none)" : "device_emu");
-  ddp_finalize(&comm);
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("device_emu", DDP_TEST_CASE("device", run_device));

@@ -28,9 +28,8 @@ foreach(t ${DDP_FUZZ_TARGETS})
   target_link_libraries(fuzz_${t}_replay PRIVATE mpiddp_static m)
   target_include_directories(fuzz_${t}_replay PRIVATE ${DDP_HEADER_DIRS}
     ${PROJECT_SOURCE_DIR}/apps/common ${PROJECT_BINARY_DIR}/include)
-  add_test(NAME fuzz_${t}_corpus COMMAND fuzz_${t}_replay ${seeds})
-  set_tests_properties(fuzz_${t}_corpus PROPERTIES TIMEOUT 60 LABELS "quick;robust"
-    ENVIRONMENT "${DDP_TEST_ENV}")
+  ddp_add_mpi_test(NAME fuzz_${t}_corpus LABELS quick robust
+    COMMAND $<TARGET_FILE:fuzz_${t}_replay> ${seeds})
   if(DDP_FUZZ)
     add_executable(fuzz_${t} ${DDP_FUZZ_DIR}/fuzz_${t}.c)
     target_link_libraries(fuzz_${t} PRIVATE ddp_fuzz_lib ZLIB::ZLIB m)
@@ -39,9 +38,8 @@ foreach(t ${DDP_FUZZ_TARGETS})
     target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
     target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
     math(EXPR tmo "${DDP_FUZZ_SECONDS} + 90")
-    add_test(NAME fuzz_${t} COMMAND bash ${DDP_FUZZ_DIR}/run_fuzz.sh $<TARGET_FILE:fuzz_${t}>
-      ${DDP_FUZZ_SECONDS} ${DDP_FUZZ_DIR}/corpus/${t} ${CMAKE_CURRENT_BINARY_DIR}/fuzz_${t}_work)
-    set_tests_properties(fuzz_${t} PROPERTIES TIMEOUT ${tmo} LABELS "fuzz"
-      ENVIRONMENT "${DDP_TEST_ENV}")
+    ddp_add_mpi_test(NAME fuzz_${t} LABELS fuzz TIMEOUT ${tmo} COMMAND bash
+      ${DDP_FUZZ_DIR}/run_fuzz.sh $<TARGET_FILE:fuzz_${t}> ${DDP_FUZZ_SECONDS}
+      ${DDP_FUZZ_DIR}/corpus/${t} ${CMAKE_CURRENT_BINARY_DIR}/fuzz_${t}_work)
   endif()
 endforeach()

@@ -291,7 +291,9 @@ static void bench_allreduce(size_t minb, size_t maxb, size_t factor, int iters, 
   free(h);
 }
 
-int main(int argc, char **argv) {
+static int run_bench(ddp_test_t *t) {
+  int argc = t->argc;
+  char **argv = t->argv;
   size_t minb = 8, maxb = (size_t)1 << 30, factor = 4;
   int iters = 20, emulate = 0;
   char list[64] = "staged,mpi,nccl";
@@ -320,20 +322,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gpu_bench: need -b >= 1, -f >= 2, -e >= -b, -n >= 1\n");
     return 2;
   }
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 1;
-  }
-  ddp_comm_rank(comm, &rank);
-  ddp_comm_size(comm, &size);
+  comm = t->comm;
+  rank = t->rank;
+  size = t->size;
   char desc[128];
   ddp_device_describe(comm, desc, sizeof desc);
   int verdict = ddp_test_device_verdict(comm, "gpu_bench",
                                         emulate ? DDP_TEST_WANT_EMULATED : DDP_TEST_WANT_CUDA);
-  if (verdict) {
-    ddp_finalize(&comm);
-    return verdict;
-  }
+  if (verdict) return verdict;
   ddp_comm_info_t info;
   ddp_comm_info(comm, &info);
   if (rank == 0) {
@@ -366,7 +362,7 @@ int main(int argc, char **argv) {
     fprintf(json, "\n]}\n");
     fclose(json);
   }
-  int rc = ddp_test_finish("gpu_bench");
-  ddp_finalize(&comm);
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("gpu_bench", DDP_TEST_CASE("bench", run_bench));

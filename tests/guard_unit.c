@@ -161,26 +161,19 @@ static void check_fp_timeout(void) {
   CHECK_OK(ddp_comm_destroy(&comm2));
 }
 
-int main(int argc, char **argv) {
-  ddp_comm_t *comm = NULL;
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 1;
-  }
-  ddp__comm_t *c = comm;
+static int run_guard(ddp_test_t *t) {
+  ddp__comm_t *c = t->comm;
   CHECK(c->cfg.check == 1, "run with DDP_CHECK=1 (got %d)", c->cfg.check);
   CHECK(c->cfg.on_timeout_return == 1, "run with DDP_ON_TIMEOUT=return");
   if (c->size < 2 || !c->cfg.check || !c->cfg.on_timeout_return) {
     fprintf(stderr, "guard_unit needs np >= 2, DDP_CHECK=1, DDP_ON_TIMEOUT=return\n");
-    int rc = ddp_test_finish("guard_unit");
-    ddp_finalize(&comm);
-    return rc ? rc : 1;
+    return 1;
   }
   check_match(c);
   check_mismatches(c);
   check_wait_timeout(c);
   check_fp_timeout();
-  int rc = ddp_test_finish("guard_unit");
-  CHECK_OK(ddp_finalize(&comm));
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("guard_unit", DDP_TEST_CASE("guard", run_guard));

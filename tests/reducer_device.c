@@ -94,19 +94,16 @@ static void run(const char *label, int views, ddp_hook_t hook, int find_unused, 
   free(host);
 }
 
-int main(int argc, char **argv) {
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &g_comm) != DDP_OK) return 1;
-  ddp_comm_rank(g_comm, &g_rank);
-  ddp_comm_size(g_comm, &g_size);
+static int run_reducer_device(ddp_test_t *t) {
+  g_comm = t->comm;
+  g_rank = t->rank;
+  g_size = t->size;
   /* "emulate" on the command line (the CI registration): the emulated device must be there. */
   int verdict = ddp_test_device_verdict(g_comm, "reducer_device",
-                                        argc > 1 && !strcmp(argv[1], "emulate")
+                                        t->argc > 1 && !strcmp(t->argv[1], "emulate")
                                             ? DDP_TEST_WANT_EMULATED
                                             : DDP_TEST_WANT_ANY);
-  if (verdict) {
-    ddp_finalize(&g_comm);
-    return verdict;
-  }
+  if (verdict) return verdict;
   CHECK_OK(ddp_stream_create(g_comm, &g_stream));
   run("views", 1, DDP_HOOK_NONE, 0, 25.0);
   run("views off, many buckets", 0, DDP_HOOK_NONE, 0, 0.001);
@@ -134,7 +131,7 @@ int main(int argc, char **argv) {
     ddp_device_free(g_comm, dp);
   }
   CHECK_OK(ddp_stream_destroy(g_comm, &g_stream));
-  int rc = ddp_test_finish("reducer_device");
-  ddp_finalize(&g_comm);
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("reducer_device", DDP_TEST_CASE("reducer_device", run_reducer_device));

@@ -153,16 +153,12 @@ static void run(const char *algo, int views, int caps, int accum, int predivided
   mlp_free(&ref);
 }
 
-int main(int argc, char **argv) {
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &g_comm) != DDP_OK) return 1;
-  ddp_comm_rank(g_comm, &g_rank);
-  ddp_comm_size(g_comm, &g_size);
+static int run_equiv(ddp_test_t *t) {
+  g_comm = t->comm;
+  g_rank = t->rank;
+  g_size = t->size;
   openblas_set_num_threads(1);
-  if (g_size > 4) {
-    if (g_rank == 0) printf("reducer_equiv runs at np 1..4\n");
-    ddp_finalize(&g_comm);
-    return 77;
-  }
+  if (g_size > 4) return ddp_test_skip(t, "reducer_equiv runs at np 1..4");
   for (const char *const *al = ddp_allreduce_algos(); *al; al++)
     for (int views = 0; views <= 1 && ddp_test_algo_usable(g_comm, *al); views++)
       for (int caps = 0; caps < 3; caps++) run(*al, views, caps, 0, 0);
@@ -170,7 +166,7 @@ int main(int argc, char **argv) {
   run("auto", 1, 2, 0, 1);
   run("auto", 0, 1, 1, 1);
   if (g_rank == 0) printf("worst relative difference from the single-process run: %.3g\n", g_maxrel);
-  int rc = ddp_test_finish("reducer_equiv");
-  ddp_finalize(&g_comm);
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("reducer_equiv", DDP_TEST_CASE("equiv", run_equiv));

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "ddp_test.h"
+#include "ddp_test_typed.h"
 
 #define MAXP 12
 
@@ -22,63 +23,6 @@ static int h(int r, size_t i, size_t k, int step) {
   return (int)((r * 7 + (int)i * 3 + (int)(k % 97) * 5 + step * 11) % 16) - 8;
 }
 
-static void put(void *buf, ddp_dtype_t dt, size_t k, double v) {
-  switch (dt) {
-    case DDP_F32: ((float *)buf)[k] = (float)v; break;
-    case DDP_F64: ((double *)buf)[k] = v; break;
-    case DDP_I32: ((int32_t *)buf)[k] = (int32_t)v; break;
-    case DDP_I64: ((int64_t *)buf)[k] = (int64_t)v; break;
-    default: break; /* f16/bf16 written through float conversion below */
-  }
-}
-
-static double get(const void *buf, ddp_dtype_t dt, size_t k) {
-  switch (dt) {
-    case DDP_F32: return ((const float *)buf)[k];
-    case DDP_F64: return ((const double *)buf)[k];
-    case DDP_I32: return ((const int32_t *)buf)[k];
-    case DDP_I64: return (double)((const int64_t *)buf)[k];
-    case DDP_F16: {
-      uint16_t x = ((const uint16_t *)buf)[k];
-      int e = (x >> 10) & 31, m = x & 1023;
-      double v = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
-      return (x & 0x8000) ? -v : v;
-    }
-    case DDP_BF16: {
-      uint32_t u = (uint32_t)((const uint16_t *)buf)[k] << 16;
-      float f;
-      memcpy(&f, &u, sizeof f);
-      return f;
-    }
-    default: return NAN;
-  }
-}
-
-/* Small integers only (|v| < 2048): exact in f16 and bf16 (bf16 up to 256). */
-static void put_half(void *buf, ddp_dtype_t dt, size_t k, int v) {
-  uint16_t *d = buf;
-  if (dt == DDP_BF16) {
-    float f = (float)v;
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    d[k] = (uint16_t)(u >> 16);
-    return;
-  }
-  if (v == 0) {
-    d[k] = 0;
-    return;
-  }
-  unsigned a = (unsigned)(v < 0 ? -v : v);
-  int e = 0;
-  while ((a >> e) > 1) e++;
-  unsigned m = (a << (10 - e)) & 1023;
-  d[k] = (uint16_t)((v < 0 ? 0x8000 : 0) | ((unsigned)(e + 15) << 10) | m);
-}
-
-static void set_val(void *buf, ddp_dtype_t dt, size_t k, int v) {
-  if (dt == DDP_F16 || dt == DDP_BF16) put_half(buf, dt, k, v);
-  else put(buf, dt, k, v);
-}
 
 static uint64_t fnv(uint64_t hh, const void *p, size_t bytes) {
   const unsigned char *b = p;
@@ -120,7 +64,7 @@ static int make(world_t *w, const setup_t *s) {
     w->data[i] = calloc(1, bytes);
     w->own_grad[i] = calloc(1, bytes);
     /* Parameters differ by rank: creation must broadcast rank 0's. */
-    for (size_t k = 0; k < s->specs[i].count; k++) set_val(w->data[i], s->specs[i].dtype, k, g_rank * 10 + (int)(k % 5));
+    for (size_t k = 0; k < s->specs[i].count; k++) ddp_tbuf_set(w->data[i], s->specs[i].dtype, k, g_rank * 10 + (int)(k % 5));
     w->params[i] = (ddp_param_t){.data = w->data[i], .count = s->specs[i].count, .dtype = s->specs[i].dtype,
                                  .mem = DDP_MEM_HOST, .name = names[i], .grad = w->own_grad[i]};
   }
@@ -139,7 +83,7 @@ static int make(world_t *w, const setup_t *s) {
   if (st != DDP_OK) return -1;
   size_t wrong = 0;
   for (size_t i = 0; i < s->np; i++)
-    for (size_t k = 0; k < s->specs[i].count; k++) wrong += get(w->data[i], s->specs[i].dtype, k) != (double)(k % 5);
+    for (size_t k = 0; k < s->specs[i].count; k++) wrong += ddp_tbuf_get(w->data[i], s->specs[i].dtype, k) != (double)(k % 5);
   CHECK(wrong == 0, "[%s] %zu parameter values not broadcast from rank 0", s->label, wrong);
   return 0;
 }
@@ -187,7 +131,7 @@ static void run_steps(const setup_t *s, int steps, int random_order, used_fn use
       size_t i = order[k];
       if (!used(g_rank, i)) continue;
       void *g = s->views ? gradp(&w, i) : w.own_grad[i];
-      for (size_t c = 0; c < s->specs[i].count; c++) set_val(g, s->specs[i].dtype, c, g_size * h(g_rank, i, c, step));
+      for (size_t c = 0; c < s->specs[i].count; c++) ddp_tbuf_set(g, s->specs[i].dtype, c, g_size * h(g_rank, i, c, step));
       ddp_status_t st = ddp_reducer_grad_ready(w.r, i);
       CHECK(st == DDP_OK, "[%s] step %d grad_ready(%zu): %s", s->label, step, i, ddp_last_error());
     }
@@ -202,7 +146,7 @@ static void run_steps(const setup_t *s, int steps, int random_order, used_fn use
         for (int q = 0; q < g_size; q++)
           if (used(q, i)) e += h(q, i, c, step);
         if (s->predivided) e *= g_size;
-        double got = get(g, s->specs[i].dtype, c);
+        double got = ddp_tbuf_get(g, s->specs[i].dtype, c);
         if (got != (double)e) {
           if (wrong++ < 3)
             CHECK(0, "[%s] step %d p%zu[%zu] = %g, expected %d", s->label, step, i, c, got, e);
@@ -514,20 +458,21 @@ static void test_bad_args(void) {
   CHECK_OK(ddp_reducer_destroy(&r));
 }
 
-int main(int argc, char **argv) {
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &g_comm) != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 1;
+#define REDUCER_CASE(name, call)                                                            \
+  static int run_##name(ddp_test_t *t) {                                                    \
+    g_comm = t->comm;                                                                       \
+    g_rank = t->rank;                                                                       \
+    g_size = t->size;                                                                       \
+    call;                                                                                   \
+    return 0;                                                                               \
   }
-  ddp_comm_rank(g_comm, &g_rank);
-  ddp_comm_size(g_comm, &g_size);
-  test_bad_args();
-  test_layouts();
-  test_iterations();
-  test_no_sync(1);
-  test_no_sync(0);
-  test_iteration_errors();
-  int rc = ddp_test_finish("reducer_exact");
-  CHECK_OK(ddp_finalize(&g_comm));
-  return rc;
-}
+REDUCER_CASE(bad_args, test_bad_args())
+REDUCER_CASE(layouts, test_layouts())
+REDUCER_CASE(iterations, test_iterations())
+REDUCER_CASE(no_sync, test_no_sync(1))
+REDUCER_CASE(no_sync_views_off, test_no_sync(0))
+REDUCER_CASE(iteration_errors, test_iteration_errors())
+
+DDP_TEST_PROGRAM("reducer_exact", DDP_TEST_CASE("bad_args", run_bad_args), DDP_TEST_CASE("layouts", run_layouts),
+                 DDP_TEST_CASE("iterations", run_iterations), DDP_TEST_CASE("no_sync", run_no_sync),
+                 DDP_TEST_CASE("no_sync_views_off", run_no_sync_views_off), DDP_TEST_CASE("iteration_errors", run_iteration_errors));

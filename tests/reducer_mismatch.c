@@ -31,15 +31,11 @@ static void expect_everywhere(ddp_status_t st, ddp_status_t want, const char *la
   if (g_rank == 0) printf("[%s] %s\n", label, msg);
 }
 
-int main(int argc, char **argv) {
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &g_comm) != DDP_OK) return 1;
-  ddp_comm_rank(g_comm, &g_rank);
-  ddp_comm_size(g_comm, &g_size);
-  if (g_size < 2) {
-    if (g_rank == 0) printf("reducer_mismatch needs 2 or more ranks\n");
-    ddp_finalize(&g_comm);
-    return 77;
-  }
+static int run_mismatch(ddp_test_t *t) {
+  g_comm = t->comm;
+  g_rank = t->rank;
+  g_size = t->size;
+  if (g_size < 2) return ddp_test_skip(t, "reducer_mismatch needs 2 or more ranks");
   int odd = g_rank == g_size - 1;
   char who[32];
   snprintf(who, sizeof who, "rank %d", g_size - 1);
@@ -99,7 +95,7 @@ int main(int argc, char **argv) {
     CHECK(g_data[i][1] == (float)(i + 1), "param %d not broadcast: %g", i, g_data[i][1]);
   if (r) CHECK_OK(ddp_reducer_destroy(&r));
 
-  int rc = ddp_test_finish("reducer_mismatch");
-  ddp_finalize(&g_comm);
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("reducer_mismatch", DDP_TEST_CASE("mismatch", run_mismatch));

@@ -191,22 +191,19 @@ static int run_loop(ddp_comm_t *comm, int kill_at, int sig) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  const char *mode = argc > 1 ? argv[1] : "";
-  ddp_comm_t *comm = NULL;
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 2;
-  }
-  ddp_comm_rank(comm, &rank_);
-  ddp_comm_size(comm, &size_);
+/* The scenarios, one case each (the case's name is the mode). */
+static int run_mode(ddp_test_t *t) {
+  const char *mode = t->name;
+  ddp_comm_t *comm = t->comm;
+  rank_ = t->rank;
+  size_ = t->size;
   int rc = 0;
   if (size_ < 2) {
     fprintf(stderr, "robust_coll needs np >= 2\n");
     rc = 2;
   } else if (!strcmp(mode, "mismatch")) {
     run_mismatch(comm);
-    rc = ddp_test_finish("robust_coll mismatch");
+    rc = 0;
   } else if (!strcmp(mode, "hang_finalize") || !strcmp(mode, "hang_finalize_bcast")) {
     use_bcast_ = !strcmp(mode, "hang_finalize_bcast");
     /* DDP_ON_TIMEOUT=return, then every rank finalizes: the abandoned collective must not
@@ -231,6 +228,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "robust_coll: unknown mode '%s' (mismatch, hang_abort, hang_return, hang_finalize[_bcast], desync, kill, stall, ok)\n", mode);
     rc = 2;
   }
-  ddp_finalize(&comm);
   return rc;
 }
+
+DDP_TEST_PROGRAM("robust_coll", DDP_TEST_CASE("mismatch", run_mode), DDP_TEST_CASE("hang_abort", run_mode),
+                 DDP_TEST_CASE("hang_return", run_mode), DDP_TEST_CASE("hang_finalize", run_mode),
+                 DDP_TEST_CASE("hang_finalize_bcast", run_mode), DDP_TEST_CASE("desync", run_mode), DDP_TEST_CASE("kill", run_mode),
+                 DDP_TEST_CASE("stall", run_mode), DDP_TEST_CASE("ok", run_mode));

@@ -28,13 +28,17 @@ static double time_one(ddp_comm_t *comm, float *buf, size_t count, int iters) {
   return tmax;
 }
 
-int main(int argc, char **argv) {
+/* Arguments: [ROUNDS [JSON]]. MPI is the harness's (DDP_TEST_MPI): the two communicators,
+ * one without and one with DDP_CHECK, are this case's. */
+static int run_fpcost(ddp_test_t *t) {
+  int argc = t->argc;
+  char **argv = t->argv;
   int rounds = argc > 1 ? atoi(argv[1]) : 7;
   const char *json = argc > 2 ? argv[2] : NULL;
   if (rounds < 1) rounds = 1;
   unsetenv("DDP_CHECK");
   ddp_comm_t *plain = NULL, *checked = NULL;
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &plain) != DDP_OK) {
+  if (ddp_init(&t->argc, &t->argv, MPI_COMM_WORLD, &plain) != DDP_OK) {
     fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
     return 1;
   }
@@ -98,7 +102,8 @@ int main(int argc, char **argv) {
   }
   free(buf);
   CHECK_OK(ddp_comm_destroy(&checked));
-  int rc = ddp_test_finish("robust_fpcost");
-  ddp_finalize(&plain);
-  return rc;
+  CHECK_OK(ddp_finalize(&plain));
+  return 0;
 }
+
+DDP_TEST_PROGRAM("robust_fpcost", DDP_TEST_CASE_AS("fpcost", run_fpcost, DDP_TEST_MPI));

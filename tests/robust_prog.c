@@ -1,4 +1,5 @@
-/* Failure scenarios run by tests/robust_run.sh, which checks exit status, time and messages:
+/* Failure scenarios run by tests/robust_run.sh, which checks exit status, time and messages;
+ * one harness case each (--case NAME):
  *   wait_abort  rank 0 waits for a message rank 1 never sends (watchdog ends the job)
  *   fp_skip     DDP_CHECK=1, rank 1 skips a fingerprint exchange (watchdog names rank 1)
  *   abort       rank 1 calls ddp_abort while the others sit in a barrier
@@ -14,6 +15,7 @@
 #include <unistd.h>
 
 #include "ddp_internal.h"
+#include "ddp_test.h"
 
 static void block_forever(MPI_Comm comm) {
   int x = 0;
@@ -50,13 +52,13 @@ static int ring_loop(ddp__comm_t *c, int iters, int kill_at) {
   return 0;
 }
 
-int main(int argc, char **argv) {
-  const char *mode = argc > 1 ? argv[1] : "";
+/* DDP_CHECK=1 on rank 0 only, set before ddp_init: every rank's ddp_init must refuse. MPI is
+ * the harness's (DDP_TEST_MPI), so that it outlives the refused ddp_init. */
+static int run_check_disagree(ddp_test_t *t) {
+  int argc = t->argc, rank = t->rank;
+  char **argv = t->argv;
   ddp_comm_t *comm = NULL;
-  if (!strcmp(mode, "check_disagree")) {
-    int provided = 0, rank = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  {
     unsetenv("DDP_CHECK");
     if (rank == 0) setenv("DDP_CHECK", "1", 1);
     const char *mine = getenv("DDP_CHECK");
@@ -65,14 +67,14 @@ int main(int argc, char **argv) {
     printf("robust_prog check_disagree (DDP_CHECK=%s): ddp_init returned %d: %s -> %s\n",
            mine ? mine : "unset", (int)st, ddp_last_error(), ok ? "PASS" : "FAIL");
     if (st == DDP_OK) ddp_finalize(&comm);
-    MPI_Finalize();
     return ok ? 0 : 1;
   }
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 2;
-  }
-  ddp__comm_t *c = comm;
+}
+
+/* The failure scenarios, one case each (the case's name is the mode). */
+static int run_mode(ddp_test_t *t) {
+  const char *mode = t->name;
+  ddp__comm_t *c = t->comm;
   int rc = 0;
   if (c->size < 2) {
     fprintf(stderr, "robust_prog needs np >= 2\n");
@@ -103,7 +105,7 @@ int main(int argc, char **argv) {
     }
   } else if (!strcmp(mode, "abort")) {
     if (c->rank == 1) {
-      ddp_status_t st = ddp_abort(comm, "robust test: deliberate ddp_abort from rank 1");
+      ddp_status_t st = ddp_abort(t->comm, "robust test: deliberate ddp_abort from rank 1");
       fprintf(stderr, "robust_prog: ddp_abort returned %d (%s)\n", (int)st, ddp_last_error());
       rc = 1;
     } else {
@@ -123,6 +125,9 @@ int main(int argc, char **argv) {
     rc = 2;
   }
   if (rc == 0 && c->rank == 0) printf("robust_prog %s: PASS\n", mode);
-  ddp_finalize(&comm);
   return rc;
 }
+
+DDP_TEST_PROGRAM("robust_prog", DDP_TEST_CASE("wait_abort", run_mode), DDP_TEST_CASE("fp_skip", run_mode),
+                 DDP_TEST_CASE("abort", run_mode), DDP_TEST_CASE("kill", run_mode), DDP_TEST_CASE("ok", run_mode),
+                 DDP_TEST_CASE_AS("check_disagree", run_check_disagree, DDP_TEST_MPI));

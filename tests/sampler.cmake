@@ -3,38 +3,31 @@ set(DDP_SAMPLER_TMP ${CMAKE_CURRENT_BINARY_DIR}/sampler_tmp)
 file(MAKE_DIRECTORY ${DDP_SAMPLER_TMP})
 
 ddp_add_test_exe(sampler_fixtures sampler_fixtures.c)
-ddp_add_mpi_test(NAME sampler_fixtures EXE sampler_fixtures NP 0
-  ARGS ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/sampler_torch.txt ${DDP_SAMPLER_TMP}
-  LABELS quick TIMEOUT 60)
+ddp_add_mpi_test(NAME sampler_fixtures PROGRAM sampler_fixtures NP 0
+  ARGS ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/sampler_torch.txt ${DDP_SAMPLER_TMP} LABELS quick)
 
 ddp_add_test_exe(sampler_idx sampler_idx.c)
 target_link_libraries(sampler_idx PRIVATE ZLIB::ZLIB)
-ddp_add_mpi_test(NAME sampler_idx EXE sampler_idx NP 0 ARGS ${DDP_SAMPLER_TMP} LABELS quick TIMEOUT 60)
+ddp_add_mpi_test(NAME sampler_idx PROGRAM sampler_idx NP 0 ARGS ${DDP_SAMPLER_TMP} LABELS quick)
 
 ddp_add_test_exe(sampler_union sampler_union.c)
-foreach(np 1 3 4)
-  ddp_add_mpi_test(NAME sampler_union_np${np} EXE sampler_union NP ${np} LABELS quick TIMEOUT 60)
-endforeach()
+ddp_add_mpi_test(NAME sampler_union PROGRAM sampler_union NP 1 3 4 LABELS quick)
 
 ddp_add_test_exe(sampler_loader sampler_loader.c)
-ddp_add_mpi_test(NAME sampler_loader_np2 EXE sampler_loader NP 2 LABELS quick TIMEOUT 90)
+ddp_add_mpi_test(NAME sampler_loader PROGRAM sampler_loader NP 2 LABELS quick TIMEOUT 90)
 
 # apps/ddp_sampler: against the committed fixtures, and against Debian's python3-torch with
 # random arguments (a missing torch fails the test unless MPIDDP_SKIP_TORCH=1).
 if(TARGET ddp_sampler)
-  add_test(NAME sampler_app COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sampler_app.sh
-           $<TARGET_FILE:ddp_sampler> ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/sampler_torch.txt)
-  set_tests_properties(sampler_app PROPERTIES TIMEOUT 60 LABELS quick
-    ENVIRONMENT "${DDP_TEST_ENV}")
+  ddp_add_mpi_test(NAME sampler_app LABELS quick COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sampler_app.sh
+    $<TARGET_FILE:ddp_sampler> ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/sampler_torch.txt)
   # Debian's torch is in /usr/bin/python3's path (another python3 may come first on PATH).
   find_program(DDP_SYSTEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
   if(NOT DDP_SYSTEM_PYTHON3)
     set(DDP_SYSTEM_PYTHON3 python3)
   endif()
-  add_test(NAME sampler_vs_torch COMMAND ${DDP_SYSTEM_PYTHON3}
-           ${CMAKE_CURRENT_SOURCE_DIR}/sampler_vs_torch.py $<TARGET_FILE:ddp_sampler> 200)
-  set_tests_properties(sampler_vs_torch PROPERTIES TIMEOUT 60 LABELS quick
-    ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
+  ddp_add_mpi_test(NAME sampler_vs_torch LABELS quick SKIP_CODE 77 COMMAND ${DDP_SYSTEM_PYTHON3}
+    ${CMAKE_CURRENT_SOURCE_DIR}/sampler_vs_torch.py $<TARGET_FILE:ddp_sampler> 200)
   # The speed targets (index generation < 1 ms, loader >= 10x the training rate) are judged
   # by bench/targets.sh (`ddp_sampler --bench --check`), not here: timing on shared machines.
 endif()

@@ -141,11 +141,12 @@ static void check_norm(char *line, const char *tmpdir) {
   unlink(lab);
 }
 
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
+/* Arguments: <sampler_torch.txt> <temp dir>. */
+static int run_fixtures(ddp_test_t *t) {
+  int argc = t->argc;
+  char **argv = t->argv;
   if (argc < 3) {
     fprintf(stderr, "usage: %s <sampler_torch.txt> <temp dir>\n", argv[0]);
-    MPI_Finalize();
     return 2;
   }
   FILE *fp = fopen(argv[1], "r");
@@ -179,7 +180,7 @@ int main(int argc, char **argv) {
   CHECK(lists > 10000 && full > 1000 && refused >= 3 && norms >= 3,
         "fixture file incomplete: %d lists, %d full, %d refused, %d norms", lists, full, refused,
         norms);
-  int rc = ddp_test_finish("sampler_fixtures");
-  MPI_Finalize();
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("sampler_fixtures", DDP_TEST_CASE_AS("fixtures", run_fixtures, DDP_TEST_MPI));

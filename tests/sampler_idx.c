@@ -339,14 +339,13 @@ static void test_synthetic(void) {
   CHECK(d == NULL, "output written on error");
 }
 
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  const char *base = argc > 1 ? argv[1] : "/tmp";
+/* Argument: the temp folder. */
+static int run_idx(ddp_test_t *t) {
+  const char *base = t->argc > 1 ? t->argv[1] : "/tmp";
   /* several ctest runs may share the folder: one subfolder per process */
   int len = snprintf(g_dir, sizeof(g_dir), "%s/idx-%d", base, (int)getpid());
   if (len < 0 || (size_t)len >= sizeof(g_dir)) {
     fprintf(stderr, "sampler_idx: temp dir path too long\n");
-    MPI_Finalize();
     return 2;
   }
   mkdir(g_dir, 0700);
@@ -354,7 +353,7 @@ int main(int argc, char **argv) {
   test_fmnist();
   test_synthetic();
   rmdir(g_dir);
-  int rc = ddp_test_finish("sampler_idx");
-  MPI_Finalize();
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("sampler_idx", DDP_TEST_CASE_AS("idx", run_idx, DDP_TEST_MPI));

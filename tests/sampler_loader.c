@@ -165,12 +165,8 @@ static void test_lifecycle(ddp_sampler_t *s, ddp_dataset_t *ds, size_t elems) {
   (void)elems;
 }
 
-int main(int argc, char **argv) {
-  ddp_comm_t *comm = NULL;
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 1;
-  }
+static int run_loader(ddp_test_t *t) {
+  ddp_comm_t *comm = t->comm;
   int rank = 0, size = 1;
   CHECK_OK(ddp_comm_rank(comm, &rank));
   CHECK_OK(ddp_comm_size(comm, &size));
@@ -205,7 +201,7 @@ int main(int argc, char **argv) {
     printf("sampler_loader: Fashion-MNIST not installed (%s): its checks skipped\n",
            ddp_last_error());
   }
-  int rc = ddp_test_finish("sampler_loader");
-  ddp_finalize(&comm);
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("sampler_loader", DDP_TEST_CASE("loader", run_loader));

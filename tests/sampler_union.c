@@ -155,12 +155,8 @@ static void check_options(void) {
   CHECK_OK(ddp_sampler_destroy(NULL));
 }
 
-int main(int argc, char **argv) {
-  ddp_comm_t *comm = NULL;
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 1;
-  }
+static int run_union(ddp_test_t *t) {
+  ddp_comm_t *comm = t->comm;
   int rank = 0, size = 1;
   CHECK_OK(ddp_comm_rank(comm, &rank));
   CHECK_OK(ddp_comm_size(comm, &size));
@@ -186,7 +182,7 @@ int main(int argc, char **argv) {
 
   check_batches(rank, size);
   check_options();
-  int rc = ddp_test_finish("sampler_union");
-  ddp_finalize(&comm);
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("sampler_union", DDP_TEST_CASE("union", run_union));

@@ -3,10 +3,8 @@
 # apps/slurm/ with sbatch --wait; the job output must show the ranks and the accuracy line.
 # Skips (77) where slurm-wlm or munge is not installed.
 if(TARGET ddp_train)
-  add_test(NAME slurm_sbatch_np2
+  ddp_add_mpi_test(NAME slurm_sbatch_np2 LABELS slurm TIMEOUT 240 SKIP_CODE 77 RUN_SERIAL
     COMMAND bash ${PROJECT_SOURCE_DIR}/ci/slurm/with_slurm.sh
             --scratch ${CMAKE_CURRENT_BINARY_DIR}/slurm_tmp --
             bash ${CMAKE_CURRENT_SOURCE_DIR}/slurm_check.sh ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} 2)
-  set_tests_properties(slurm_sbatch_np2 PROPERTIES TIMEOUT 240 LABELS "slurm"
-    ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
 endif()

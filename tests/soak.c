@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "ddp_test.h"
+#include "ddp_test_typed.h"
 
 static int rank_, size_;
 
@@ -25,70 +26,12 @@ static uint64_t rnd(void) {
 }
 static size_t rnd_below(size_t n) { return n ? (size_t)(rnd() % n) : 0; }
 
-/* ---- typed access for the small exact values used here -------------------------------- */
-static uint16_t f32_to_f16(float f) { /* exact for the values used: |v| <= 2048, quarters */
-  if (f == 0.0f) return 0;
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  uint32_t sign = (u >> 16) & 0x8000, exp = (u >> 23) & 0xff, man = u & 0x7fffff;
-  int e = (int)exp - 127 + 15;
-  return (uint16_t)(sign | ((uint32_t)e << 10) | (man >> 13));
-}
-static float f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, man = h & 0x3ff, u;
-  if (e == 0 && man == 0) u = sign;
-  else if (e == 0) { /* subnormal */
-    float f = (float)man / 1024.0f / 16384.0f;
-    return sign ? -f : f;
-  } else if (e == 31) u = sign | 0x7f800000 | (man << 13);
-  else u = sign | ((e - 15 + 127) << 23) | (man << 13);
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static void set_v(void *b, ddp_dtype_t dt, size_t i, double v) {
-  switch (dt) {
-    case DDP_F32: ((float *)b)[i] = (float)v; break;
-    case DDP_F64: ((double *)b)[i] = v; break;
-    case DDP_F16: ((uint16_t *)b)[i] = f32_to_f16((float)v); break;
-    case DDP_BF16: {
-      float f = (float)v;
-      uint32_t u;
-      memcpy(&u, &f, 4);
-      ((uint16_t *)b)[i] = (uint16_t)(u >> 16);
-      break;
-    }
-    case DDP_I32: ((int32_t *)b)[i] = (int32_t)v; break;
-    case DDP_I64: ((int64_t *)b)[i] = (int64_t)v; break;
-    case DDP_U8: ((uint8_t *)b)[i] = (uint8_t)(int64_t)v; break;
-    default: break;
-  }
-}
-static double get_v(const void *b, ddp_dtype_t dt, size_t i) {
-  switch (dt) {
-    case DDP_F32: return ((const float *)b)[i];
-    case DDP_F64: return ((const double *)b)[i];
-    case DDP_F16: return f16_to_f32(((const uint16_t *)b)[i]);
-    case DDP_BF16: {
-      uint32_t u = (uint32_t)((const uint16_t *)b)[i] << 16;
-      float f;
-      memcpy(&f, &u, 4);
-      return f;
-    }
-    case DDP_I32: return ((const int32_t *)b)[i];
-    case DDP_I64: return (double)((const int64_t *)b)[i];
-    case DDP_U8: return ((const uint8_t *)b)[i];
-    default: return -1e300;
-  }
-}
-
-static int is_int(ddp_dtype_t dt) { return dt == DDP_I32 || dt == DDP_I64 || dt == DDP_U8; }
 
 /* Input of rank r at element i of operation k: small integers whose sums, products and
  * quarter-averages every dtype (bf16: 8 significant bits) holds exactly. */
 static int64_t val(int r, size_t i, uint64_t k, ddp_op_t op, ddp_dtype_t dt) {
   uint64_t h = (uint64_t)r * 5 + i * 3 + k * 7;
-  if (op == DDP_AVG && !is_int(dt)) {
+  if (op == DDP_AVG && !ddp_tbuf_is_int(dt)) {
     /* base + d_r with the d_r summing to 0: the average is exactly base at any world size
      * (a float average of arbitrary integers over 3 ranks would round). */
     int64_t base = (int64_t)((i * 3 + k * 7) % 7) - 3;
@@ -112,7 +55,7 @@ static double expect_reduced(size_t i, uint64_t k, ddp_op_t op, ddp_dtype_t dt) 
     else acc += v;
   }
   if (op == DDP_AVG) {
-    if (is_int(dt)) return (double)(acc / size_); /* C division, as the library's */
+    if (ddp_tbuf_is_int(dt)) return (double)(acc / size_); /* C division, as the library's */
     return (double)acc / size_;
   }
   return (double)acc;
@@ -174,7 +117,7 @@ static void post(ddp_comm_t *comm, slot_t *s, uint64_t k, const char *const *alg
   switch (s->kind) {
     case K_ALLREDUCE: {
       if (s->algo) CHECK_OK(ddp_algo_parse(s->algo, &o.algo));
-      for (size_t i = 0; i < s->count; i++) set_v(s->send, s->dt, i, (double)val(rank_, i, k, s->op, s->dt));
+      for (size_t i = 0; i < s->count; i++) ddp_tbuf_set(s->send, s->dt, i, (double)val(rank_, i, k, s->op, s->dt));
       if (s->inplace) memcpy(s->recv, s->send, s->count * es);
       else memset(s->recv, 0xEE, s->count * es);
       st = ddp_iallreduce(comm, s->inplace ? DDP_IN_PLACE : s->send, s->recv, s->count, s->dt, s->op, &o, &s->rq);
@@ -182,19 +125,19 @@ static void post(ddp_comm_t *comm, slot_t *s, uint64_t k, const char *const *alg
     }
     case K_BROADCAST:
       for (size_t i = 0; i < s->count; i++)
-        set_v(s->recv, s->dt, i, rank_ == s->root ? (double)val(s->root, i, k, DDP_MAX, s->dt) : 99.0);
+        ddp_tbuf_set(s->recv, s->dt, i, rank_ == s->root ? (double)val(s->root, i, k, DDP_MAX, s->dt) : 99.0);
       st = ddp_ibroadcast(comm, s->recv, s->count, s->dt, s->root, &o, &s->rq);
       break;
     case K_ALLGATHER: {
       void *mine = s->inplace ? (char *)s->recv + (size_t)rank_ * s->count * es : s->send;
       if (!s->inplace) memset(s->recv, 0xEE, p * s->count * es);
-      for (size_t i = 0; i < s->count; i++) set_v(mine, s->dt, i, (double)val(rank_, i, k, DDP_MAX, s->dt));
+      for (size_t i = 0; i < s->count; i++) ddp_tbuf_set(mine, s->dt, i, (double)val(rank_, i, k, DDP_MAX, s->dt));
       st = ddp_iallgather(comm, mine, s->recv, s->count, s->dt, &o, &s->rq);
       break;
     }
     case K_REDUCE_SCATTER: {
       void *in = s->inplace ? s->recv : s->send;
-      for (size_t i = 0; i < p * s->count; i++) set_v(in, s->dt, i, (double)val(rank_, i, k, s->op, s->dt));
+      for (size_t i = 0; i < p * s->count; i++) ddp_tbuf_set(in, s->dt, i, (double)val(rank_, i, k, s->op, s->dt));
       if (!s->inplace) memset(s->recv, 0xEE, s->count * es);
       st = ddp_ireduce_scatter(comm, in, s->recv, s->count, s->dt, s->op, &o, &s->rq);
       break;
@@ -209,19 +152,19 @@ static size_t verify(const slot_t *s) {
   size_t wrong = 0, p = (size_t)size_;
   switch (s->kind) {
     case K_ALLREDUCE:
-      for (size_t i = 0; i < s->count; i++) wrong += get_v(s->recv, s->dt, i) != expect_reduced(i, s->k, s->op, s->dt);
+      for (size_t i = 0; i < s->count; i++) wrong += ddp_tbuf_get(s->recv, s->dt, i) != expect_reduced(i, s->k, s->op, s->dt);
       break;
     case K_BROADCAST:
-      for (size_t i = 0; i < s->count; i++) wrong += get_v(s->recv, s->dt, i) != (double)val(s->root, i, s->k, DDP_MAX, s->dt);
+      for (size_t i = 0; i < s->count; i++) wrong += ddp_tbuf_get(s->recv, s->dt, i) != (double)val(s->root, i, s->k, DDP_MAX, s->dt);
       break;
     case K_ALLGATHER:
       for (size_t r = 0; r < p; r++)
         for (size_t i = 0; i < s->count; i++)
-          wrong += get_v(s->recv, s->dt, r * s->count + i) != (double)val((int)r, i, s->k, DDP_MAX, s->dt);
+          wrong += ddp_tbuf_get(s->recv, s->dt, r * s->count + i) != (double)val((int)r, i, s->k, DDP_MAX, s->dt);
       break;
     case K_REDUCE_SCATTER:
       for (size_t i = 0; i < s->count; i++)
-        wrong += get_v(s->recv, s->dt, i) != expect_reduced((size_t)rank_ * s->count + i, s->k, s->op, s->dt);
+        wrong += ddp_tbuf_get(s->recv, s->dt, i) != expect_reduced((size_t)rank_ * s->count + i, s->k, s->op, s->dt);
       break;
     default: break;
   }
@@ -294,14 +237,13 @@ static mem_t mem_now(void) {
 }
 static long rss_kb(void) { return mem_now().rss; }
 
-int main(int argc, char **argv) {
-  ddp_comm_t *comm = NULL;
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 1;
-  }
-  ddp_comm_rank(comm, &rank_);
-  ddp_comm_size(comm, &size_);
+/* Arguments: [COLLECTIVES [WINDOW [SEED]]]. */
+static int run_soak(ddp_test_t *t) {
+  ddp_comm_t *comm = t->comm;
+  int argc = t->argc;
+  char **argv = t->argv;
+  rank_ = t->rank;
+  size_ = t->size;
   uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 20000;
   size_t w = argc > 2 ? (size_t)strtoul(argv[2], NULL, 10) : 16;
   rng_state = argc > 3 ? strtoull(argv[3], NULL, 10) : 12345;
@@ -407,7 +349,7 @@ int main(int argc, char **argv) {
            warm.rss, rss_max, end.rss, warm.shmem, end.shmem);
   }
   free(slots);
-  int rc = ddp_test_finish("soak");
-  ddp_finalize(&comm);
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("soak", DDP_TEST_CASE("soak", run_soak));

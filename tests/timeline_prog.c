@@ -13,12 +13,8 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-int main(int argc, char **argv) {
-  ddp_comm_t *comm = NULL;
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
-    fprintf(stderr, "init: %s\n", ddp_last_error());
-    return 1;
-  }
+static int run_timeline(ddp_test_t *t) {
+  ddp_comm_t *comm = t->comm;
   pthread_t th;
   pthread_create(&th, NULL, worker, comm);
   for (int i = 0; i < 50; i++) {
@@ -28,7 +24,7 @@ int main(int argc, char **argv) {
   }
   pthread_join(th, NULL);
   CHECK_OK(ddp_log(comm, DDP_LOG_WARN, "timeline test warning line"));
-  int rc = ddp_test_finish("timeline_prog");
-  CHECK_OK(ddp_finalize(&comm));
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("timeline_prog", DDP_TEST_CASE("timeline", run_timeline));

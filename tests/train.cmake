@@ -6,15 +6,13 @@ file(MAKE_DIRECTORY ${DDP_TRAIN_TMP})
 ddp_add_test_exe(train_unit train_unit.c)
 target_include_directories(train_unit PRIVATE ${PROJECT_SOURCE_DIR}/apps/common ${DDP_CBLAS_INCLUDE})
 target_link_libraries(train_unit PRIVATE ${DDP_OPENBLAS_LIB} ZLIB::ZLIB)
-ddp_add_mpi_test(NAME train_unit EXE train_unit NP 0 ARGS ${DDP_TRAIN_TMP}/unit LABELS quick train
-  TIMEOUT 60)
+ddp_add_mpi_test(NAME train_unit PROGRAM train_unit NP 0 ARGS ${DDP_TRAIN_TMP}/unit LABELS quick train)
 
 # Script-driven end-to-end checks: tests/train_check.sh MODE MPIEXEC DDP_TRAIN SCRATCH.
 function(ddp_add_train_check name mode labels timeout)
-  add_test(NAME ${name} COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_check.sh ${mode}
-           ${DDP_LAUNCH} $<TARGET_FILE:ddp_train> ${DDP_TRAIN_TMP}/${mode})
-  set_tests_properties(${name} PROPERTIES TIMEOUT ${timeout} LABELS "${labels}"
-    ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
+  ddp_add_mpi_test(NAME ${name} LABELS ${labels} TIMEOUT ${timeout} SKIP_CODE 77
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_check.sh ${mode}
+            ${DDP_LAUNCH} $<TARGET_FILE:ddp_train> ${DDP_TRAIN_TMP}/${mode})
 endfunction()
 if(TARGET ddp_train)
   ddp_add_train_check(train_equiv_np124 equiv "train;mpi" 120)
@@ -27,6 +25,5 @@ if(TARGET ddp_train)
 endif()
 
 # tools/plot: metrics CSV and allreduce_bench JSON to PNG with gnuplot (skips without gnuplot).
-add_test(NAME train_plot COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_plot.sh
-         ${PROJECT_SOURCE_DIR} ${DDP_TRAIN_TMP}/plot)
-set_tests_properties(train_plot PROPERTIES TIMEOUT 60 LABELS "quick;train" SKIP_RETURN_CODE 77)
+ddp_add_mpi_test(NAME train_plot LABELS quick train SKIP_CODE 77 COMMAND bash
+  ${CMAKE_CURRENT_SOURCE_DIR}/train_plot.sh ${PROJECT_SOURCE_DIR} ${DDP_TRAIN_TMP}/plot)

@@ -2,10 +2,9 @@
 # per step against the host run (f32, bf16, fp16) and a resume, np=2 on one GPU. Label gpu:
 # exits 77 (skipped) where no CUDA device is present, as in CI.
 if(TARGET ddp_train)
-  add_test(NAME train_gpu_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_gpu.sh
-           ${DDP_LAUNCH} $<TARGET_FILE:ddp_train> ${CMAKE_CURRENT_BINARY_DIR}/train_gpu_tmp gpu)
-  set_tests_properties(train_gpu_np2 PROPERTIES TIMEOUT 240 LABELS "gpu;train;mpi"
-    ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
+  ddp_add_mpi_test(NAME train_gpu_np2 LABELS gpu train mpi TIMEOUT 240 SKIP_CODE 77
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_gpu.sh
+            ${DDP_LAUNCH} $<TARGET_FILE:ddp_train> ${CMAKE_CURRENT_BINARY_DIR}/train_gpu_tmp gpu)
 
   # The same checks without a GPU: ddp_train built with a host stand-in of train_gpu.cu
   # (tests/train_gpu_emu.c) that takes the GPU path on the emulated device, so the wiring
@@ -17,11 +16,9 @@ if(TARGET ddp_train)
   target_include_directories(ddp_train_gpuemu PRIVATE ${PROJECT_SOURCE_DIR}/apps/common
                              ${DDP_CBLAS_INCLUDE})
   target_link_libraries(ddp_train_gpuemu PRIVATE mpiddp m ${DDP_OPENBLAS_LIB} ZLIB::ZLIB)
-  add_test(NAME train_gpu_emu_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_gpu.sh
-           ${DDP_LAUNCH} $<TARGET_FILE:ddp_train_gpuemu> ${CMAKE_CURRENT_BINARY_DIR}/train_gpu_emu_tmp
-           emulate)
-  set_tests_properties(train_gpu_emu_np2 PROPERTIES TIMEOUT 240 LABELS "emulate;train;mpi"
-    ENVIRONMENT "${DDP_TEST_ENV}" SKIP_RETURN_CODE 77)
+  ddp_add_mpi_test(NAME train_gpu_emu_np2 LABELS emulate train mpi TIMEOUT 240 SKIP_CODE 77
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_gpu.sh ${DDP_LAUNCH}
+            $<TARGET_FILE:ddp_train_gpuemu> ${CMAKE_CURRENT_BINARY_DIR}/train_gpu_emu_tmp emulate)
 endif()
 
 # The kernels' f16/bf16 rounding (cuda_fp16.h / cuda_bf16.h, host implementations) equals the
@@ -35,6 +32,6 @@ if(DDP_HAVE_CUDA)
     list(APPEND DDP_TRAIN_GPU_ROUND_FLAGS -Werror=all-warnings -Xcompiler=-Werror)
   endif()
   target_compile_options(train_gpu_round PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:${DDP_TRAIN_GPU_ROUND_FLAGS}>")
-  add_test(NAME train_gpu_round COMMAND train_gpu_round)
-  set_tests_properties(train_gpu_round PROPERTIES TIMEOUT 30 LABELS "quick;train")
+  ddp_add_mpi_test(NAME train_gpu_round LABELS quick train TIMEOUT 30
+    COMMAND $<TARGET_FILE:train_gpu_round>)
 endif()
