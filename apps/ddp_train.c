@@ -18,7 +18,9 @@
 #include "app_check.h"
 #include "checkpoint.h"
 #include "ddp.h"
+#include "fmnist.h"
 #include "train_model.h"
+#include "train_optim.h"
 #include "train_util.h"
 #if DDP_TRAIN_GPU
 #include "train_gpu.h"
@@ -111,7 +113,7 @@ static void usage(FILE *f) {
           "  --progress / --no-progress  progress line during an epoch (default: on when\n"
           "                           stdout is a terminal and not under mpirun, which gives\n"
           "                           every rank a pseudo-terminal even when piped)\n",
-          DDP_FMNIST_DEFAULT_DIR);
+          FMNIST_DEFAULT_DIR);
 }
 
 /* Messages of the argument parser: every rank parses, only rank 0 speaks. */
@@ -468,19 +470,22 @@ int main(int argc, char **argv) {
   openblas_set_num_threads(o.threads);
 
   ddp_dataset_t *train = NULL, *test = NULL;
-  APP_CHECK(ddp_dataset_open_fmnist(o.data, 1, &train));
-  APP_CHECK(ddp_dataset_open_fmnist(o.data, 0, &test));
+  char err[1024];
+  if (fmnist_open(o.data, 1, &train, err, sizeof err) != DDP_OK ||
+      fmnist_open(o.data, 0, &test, err, sizeof err) != DDP_OK) {
+    fprintf(stderr, "ddp_train: rank %d: %s\n", rank, err);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
   ddp_dataset_info_t tri, tei;
   APP_CHECK(ddp_dataset_info(train, &tri));
   APP_CHECK(ddp_dataset_info(test, &tei));
 
   train_model_t m;
-  char err[1024];
   if (tm_create(&m, o.model, (int)o.batch, tri.classes, o.checkpoint_activations, err, sizeof err)) {
     if (rank == 0) fprintf(stderr, "ddp_train: %s\n", err);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  uint64_t rng = o.seed * 0x2545F4914F6CDD1DULL + 1;
+  uint64_t rng = train_rng_seed(o.seed);
   tm_init_params(&m, &rng);
   if (tm_set_amp(&m, o.amp) != 0) {
     fprintf(stderr, "ddp_train: out of memory for --amp\n");
@@ -786,7 +791,7 @@ int main(int argc, char **argv) {
             }
             if (n == 0) continue;
             loss += tm_forward(&m, lane_x, lane_y, (int)n) * (double)n;
-            tm_backward(&m, lane_x, lane_y, (int)n, NULL, NULL);
+            tm_backward(&m, lane_x, lane_y, (int)n, 0, NULL, NULL);
             for (size_t e = 0; e < m.total; e++) grad64[e] += (double)flat_grad[e] * (double)n;
           }
           loss /= (double)b.count;
@@ -795,7 +800,7 @@ int main(int argc, char **argv) {
           for (size_t e = 0; e < m.total; e++) flat_grad[e] = (float)(grad64[e] / grad64[m.total]);
         } else {
           loss = tm_forward(&m, b.x, b.y, (int)b.count);
-          tm_backward(&m, b.x, b.y, (int)b.count, on_grad_ready, &rctx);
+          tm_backward(&m, b.x, b.y, (int)b.count, 0, on_grad_ready, &rctx);
           APP_CHECK(rctx.st);
         }
         if (o.sync == SYNC_LANES) {

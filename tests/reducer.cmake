@@ -13,18 +13,13 @@ endforeach()
 foreach(np 2 3)
   ddp_add_mpi_test(NAME reducer_mismatch_np${np} EXE reducer_mismatch NP ${np} LABELS quick mpi TIMEOUT 60)
 endforeach()
-# The equivalence test trains the W-DDP model code (apps/common/mlp.h) with OpenBLAS.
-find_library(DDP_OPENBLAS_LIB NAMES openblas)
-find_path(DDP_CBLAS_INCLUDE NAMES cblas.h PATH_SUFFIXES openblas-pthread openblas)
-if(DDP_OPENBLAS_LIB AND DDP_CBLAS_INCLUDE)
-  ddp_add_test_exe(reducer_equiv reducer_equiv.c)
-  target_link_libraries(reducer_equiv PRIVATE ${DDP_OPENBLAS_LIB})
-  target_include_directories(reducer_equiv PRIVATE ${DDP_CBLAS_INCLUDE} ${PROJECT_SOURCE_DIR}/apps/common)
-  foreach(np 1 2 3 4)
-    ddp_add_mpi_test(NAME reducer_equiv_np${np} EXE reducer_equiv NP ${np} LABELS quick mpi TIMEOUT 120
-      ENV OPENBLAS_NUM_THREADS=1)
-  endforeach()
-endif()
+# The equivalence test trains the W-DDP model code (the kit's MLP, apps/kit) with OpenBLAS.
+ddp_add_test_exe(reducer_equiv reducer_equiv.c)
+target_link_libraries(reducer_equiv PRIVATE ddp_kit)
+foreach(np 1 2 3 4)
+  ddp_add_mpi_test(NAME reducer_equiv_np${np} EXE reducer_equiv NP ${np} LABELS quick mpi TIMEOUT 120
+    ENV OPENBLAS_NUM_THREADS=1)
+endforeach()
 # Timeline events and DDP_DEBUG=INFO statistics, through a short ddp_bench run.
 if(TARGET ddp_bench)
   add_test(NAME reducer_timeline_np2 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/reducer_timeline.sh

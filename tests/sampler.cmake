@@ -8,7 +8,7 @@ ddp_add_mpi_test(NAME sampler_fixtures EXE sampler_fixtures NP 0
   LABELS quick TIMEOUT 60)
 
 ddp_add_test_exe(sampler_idx sampler_idx.c)
-target_link_libraries(sampler_idx PRIVATE ZLIB::ZLIB)
+target_link_libraries(sampler_idx PRIVATE ddp_kit ZLIB::ZLIB) # ddp_kit: Fashion-MNIST
 ddp_add_mpi_test(NAME sampler_idx EXE sampler_idx NP 0 ARGS ${DDP_SAMPLER_TMP} LABELS quick TIMEOUT 60)
 
 ddp_add_test_exe(sampler_union sampler_union.c)
@@ -17,6 +17,7 @@ foreach(np 1 3 4)
 endforeach()
 
 ddp_add_test_exe(sampler_loader sampler_loader.c)
+target_link_libraries(sampler_loader PRIVATE ddp_kit)
 ddp_add_mpi_test(NAME sampler_loader_np2 EXE sampler_loader NP 2 LABELS quick TIMEOUT 90)
 
 # apps/ddp_sampler: against the committed fixtures, and against Debian's python3-torch with
