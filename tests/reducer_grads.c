@@ -10,7 +10,7 @@
 #define NP 6
 
 static int g_rank, g_size;
-static ddp_comm_t g_comm;
+static ddp_comm_t *g_comm;
 
 /* grads(r) against grad(r, i) for every i; with views on, distinct buffers. */
 static void check_all(ddp_reducer_t *r, int views, const char *when) {
@@ -42,7 +42,7 @@ static void run(int views, double cap_mb) {
   o.bucket_cap_mb = cap_mb;
   o.first_bucket_mb = cap_mb;
   ddp_reducer_t *r = NULL;
-  CHECK_OK(ddp_reducer_create(&g_comm, p, NP, &o, &r));
+  CHECK_OK(ddp_reducer_create(g_comm, p, NP, &o, &r));
   if (!r) return;
   check_all(r, views, "created");
   /* One iteration, ready in registration order (the reverse of the initial layout): the first
@@ -78,7 +78,7 @@ static void run(int views, double cap_mb) {
   CHECK_MSG("parameter count 6");
   for (size_t i = 0; i <= NP; i++)
     CHECK(out[i] == (void *)(uintptr_t)0x77, "grads[%zu] written on error", i);
-  CHECK_OK(ddp_reducer_destroy(r));
+  CHECK_OK(ddp_reducer_destroy(&r));
 }
 
 int main(int argc, char **argv) {
@@ -86,8 +86,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
     return 1;
   }
-  ddp_comm_rank(&g_comm, &g_rank);
-  ddp_comm_size(&g_comm, &g_size);
+  ddp_comm_rank(g_comm, &g_rank);
+  ddp_comm_size(g_comm, &g_size);
   for (int views = 0; views <= 1; views++) {
     run(views, 25.0); /* one bucket */
     run(views, 1e-6); /* one bucket per parameter */
