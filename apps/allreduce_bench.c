@@ -247,7 +247,8 @@ static int to_dev(const args_t *a, void *dst, const void *src, size_t n) {
  * "staged", "mpi" (CUDA-aware MPI), "nccl", "auto", or "staged:ring", "mpi:rhd", ...
  * On host memory it is an algorithm name. */
 static int is_transport(const char *t) {
-  return !strcmp(t, "staged") || !strcmp(t, "mpi") || !strcmp(t, "nccl") || !strcmp(t, "auto");
+  ddp_transport_t x;
+  return ddp_transport_parse(t, &x) == DDP_OK;
 }
 
 static void split_entry(const args_t *a, const char *entry, char *xport, size_t xcap,
@@ -270,7 +271,9 @@ static ddp_status_t select_entry(const args_t *a, const char *entry, char *algo,
   char xport[16];
   split_entry(a, entry, xport, sizeof xport, algo, acap);
   if (!xport[0]) return DDP_OK;
-  return ddp_device_set_transport(comm_, xport);
+  ddp_transport_t t = DDP_TRANSPORT_AUTO;
+  ddp_status_t st = ddp_transport_parse(xport, &t);
+  return st == DDP_OK ? ddp_device_set_transport(comm_, t) : st;
 }
 
 /* One -A entry resolved once per measurement, so that the timed loop calls MPI or mpiddp and
@@ -288,7 +291,7 @@ static ddp_status_t prepare_call(const args_t *a, const char *entry, call_t *k) 
   k->raw = !strcmp(entry, "raw");
   ddp_status_t st = select_entry(a, entry, k->alg, sizeof k->alg);
   ddp_coll_opts_default(&k->o);
-  k->o.algo = k->alg;
+  if (!k->raw && st == DDP_OK) st = ddp_algo_parse(k->alg, &k->o.algo);
   k->o.mem = a->mem == M_CUDA ? DDP_MEM_CUDA : DDP_MEM_HOST;
   k->mt = a->dtype == DDP_F32 ? MPI_FLOAT : a->dtype == DDP_F64 ? MPI_DOUBLE
           : a->dtype == DDP_I32 ? MPI_INT32_T : a->dtype == DDP_I64 ? MPI_INT64_T : MPI_UINT8_T;
@@ -510,10 +513,11 @@ int main(int argc, char **argv) {
       ddp_coll_opts_t o;
       ddp_coll_opts_default(&o);
       split_entry(&a, t, xp, sizeof xp, alg, sizeof alg);
-      o.algo = alg;
       o.mem = a.mem == M_CUDA ? DDP_MEM_CUDA : DDP_MEM_HOST;
       const char *nm = NULL;
-      if (ddp_allreduce_choice(comm_, NULL, 1024, a.dtype, &o, &nm) != DDP_OK) why = ddp_last_error();
+      if (ddp_algo_parse(alg, &o.algo) != DDP_OK ||
+          ddp_allreduce_choice(comm_, NULL, 1024, a.dtype, &o, &nm) != DDP_OK)
+        why = ddp_last_error();
     }
     if (why) {
       if (rank_ == 0) printf("# skipping %s: %s\n", t, why);
@@ -613,7 +617,6 @@ int main(int argc, char **argv) {
     const char *nm = list[k];
     ddp_coll_opts_t o;
     ddp_coll_opts_default(&o);
-    o.algo = list[k];
     if (!strcmp(list[k], "auto") && a.coll == C_ALLREDUCE &&
         ddp_allreduce_choice(comm_, b.recv, count_for(&a, a.maxb), a.dtype, &o, &nm) == DDP_OK)
       printf("#\n# algorithm: auto (at %zu bytes: %s)\n", a.maxb, nm);

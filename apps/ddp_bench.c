@@ -29,7 +29,7 @@
 typedef struct cfg {
   char label[48];
   double cap_mb, first_mb;
-  const char *algo; /* NULL = auto */
+  ddp_algo_t algo;
   int overlap, views, predivided;
   ddp_hook_t hook;
 } cfg_t;
@@ -384,7 +384,8 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
     co.stream = b->stream;
     if (ddp_allreduce_choice(b->comm, g0, (size_t)(st.bucket_bytes_max / 4), DDP_F32, &co, &name) != DDP_OK)
       name = "?";
-    snprintf(res[k].algo_used, sizeof res[k].algo_used, "%s%s%s", c->algo ? "" : "auto(", name, c->algo ? "" : ")");
+    snprintf(res[k].algo_used, sizeof res[k].algo_used, "%s%s%s", c->algo ? "" : "auto(", name,
+             c->algo ? "" : ")");
   }
   free(tc);
   free(td);
@@ -440,7 +441,7 @@ int main(int argc, char **argv) {
   b.nsizes = 5;
   /* The loss carries 1/world (predivided) by default: the same averaged gradients without a
    * division pass over the buckets; --no-predivide makes the reducer divide instead. */
-  cfg_t base = {"ddp", 25.0, 1.0, NULL, 1, 1, 1, DDP_HOOK_NONE};
+  cfg_t base = {"ddp", 25.0, 1.0, DDP_ALGO_AUTO, 1, 1, 1, DDP_HOOK_NONE};
   const char *json = NULL;
   int sweep = 0, bad = 0;
   for (int i = 1; i < argc; i++) {
@@ -452,7 +453,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(a, "--layers") && v) bad |= parse_layers(v, b.sizes, &b.nsizes) != 0;
     else if (!strcmp(a, "--bucket-cap-mb") && v) base.cap_mb = atof(v);
     else if (!strcmp(a, "--first-bucket-mb") && v) base.first_mb = atof(v);
-    else if (!strcmp(a, "--algo") && v) base.algo = strcmp(v, "auto") ? v : NULL;
+    else if (!strcmp(a, "--algo") && v) bad |= ddp_algo_parse(v, &base.algo) != DDP_OK;
     else if (!strcmp(a, "--hook") && v) {
       if (!strcmp(v, "fp16")) base.hook = DDP_HOOK_FP16;
       else if (!strcmp(v, "bf16")) base.hook = DDP_HOOK_BF16;
@@ -530,7 +531,7 @@ int main(int argc, char **argv) {
     cfg_t c = base;
     c.overlap = 0, snprintf(c.label, sizeof c.label, "no-overlap");
     cfgs[ncfg++] = c;
-    c = base, c.algo = "mpi", snprintf(c.label, sizeof c.label, "algo mpi");
+    c = base, c.algo = DDP_ALGO_MPI, snprintf(c.label, sizeof c.label, "algo mpi");
     cfgs[ncfg++] = c;
     c = base, c.views = 0, snprintf(c.label, sizeof c.label, "views off");
     cfgs[ncfg++] = c;

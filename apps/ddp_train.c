@@ -746,7 +746,7 @@ static int setup_exchange(trainer_t *t) {
   /* PyTorch's smaller first bucket (1 MB), but never larger than the cap asked for. */
   if (ro.first_bucket_mb > o->bucket_cap_mb) ro.first_bucket_mb = o->bucket_cap_mb;
   ro.hook = o->hook;
-  ro.algo = o->algo;
+  if (o->algo) APP_CHECK(ddp_algo_parse(o->algo, &ro.algo));
   ro.stream = t->stream;
   APP_CHECK(ddp_reducer_create(t->comm, params, m->nparams, &ro, &t->reducer));
   APP_CHECK(ddp_reducer_stats(t->reducer, &t->rs));

@@ -7,7 +7,10 @@
 #   - an upward #include: a file including a header of a higher layer, by the folder that holds
 #     that header (quoted includes, also by relative path), or the umbrella ddp.h;
 #   - an upward call: an undefined ddp_/ddp__ symbol in a layer's object files that only a
-#     higher layer's objects define (nm over BUILD_DIR/CMakeFiles/ddp_layer_<name>.dir).
+#     higher layer's objects define (nm over BUILD_DIR/CMakeFiles/ddp_layer_<name>.dir);
+#   - an algorithm file (collectives/algorithms/) that includes mpi.h or names an MPI symbol
+#     (MPI_*, PMPI_*, MPIX_*) outside comments: algorithms reach MPI only through the transport
+#     table (docs/collectives.md).
 # The compiler already refuses upward includes (each layer's include path holds only itself
 # and the layers below); this script also catches a relative path and upward calls, which
 # link fine.
@@ -91,6 +94,28 @@ while IFS= read -r f; do
 done < <(find runtime collectives samplers -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) | sort)
 [ "$nfiles" -gt 0 ] || report "no sources found under runtime/ collectives/ samplers/"
 
+# ---- algorithms are blind to the transport ---------------------------------------------------
+# Comments are stripped by the compiler's preprocessor without expanding anything (-fpreprocessed),
+# so a comment that names MPI_Allreduce is fine and a string or identifier is not.
+cc=${CC:-cc}
+nalgo=0
+for f in collectives/algorithms/*.c collectives/algorithms/*.h; do
+  [ -e "$f" ] || continue
+  nalgo=$((nalgo + 1))
+  if ! code=$("$cc" -fpreprocessed -dD -E -P -x c "$f" 2>&1); then
+    report "$f: cannot strip its comments with $cc: $code"
+    continue
+  fi
+  if grep -qE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]mpi\.h[>"]' <<<"$code"; then
+    report "$f includes mpi.h: an algorithm reaches MPI only through the transport table"
+  fi
+  syms=$(grep -oE '\b(P?MPIX?_[A-Za-z0-9_]+)' <<<"$code" | sort -u | tr '\n' ' ' || true)
+  if [ -n "$syms" ]; then
+    report "$f names MPI symbols (${syms% }): an algorithm reaches MPI only through the transport table"
+  fi
+done
+[ "$nalgo" -gt 0 ] || report "no algorithm files under collectives/algorithms/"
+
 # ---- calls look down ---------------------------------------------------------------------------
 declare -A def_rank=()
 nobj=0
@@ -125,4 +150,4 @@ if [ "$fail" -ne 0 ]; then
   echo "check-layers: FAIL (layers bottom to top: ${layers[*]}; see docs/architecture.md)"
   exit 1
 fi
-echo "check-layers: PASS ($nfiles files, $nobj objects; layers bottom to top: ${layers[*]})"
+echo "check-layers: PASS ($nfiles files, $nobj objects, $nalgo algorithm files blind to MPI; layers bottom to top: ${layers[*]})"

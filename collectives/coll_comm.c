@@ -71,6 +71,7 @@ ddp_status_t ddp__coll_comm_init(ddp__comm_t *c) {
   if (st == DDP_OK) st = dup_comm(c->node, &cs->node, "MPI_Comm_dup (collectives node)");
   if (st == DDP_OK) st = dup_comm(c->cross, &cs->cross, "MPI_Comm_dup (collectives cross)");
   if (st == DDP_OK) st = dup_comm(c->node, &cs->poolcomm, "MPI_Comm_dup (collectives pool)");
+  if (st == DDP_OK) ddp__coll_groups(cs);
   if (st == DDP_OK) st = ddp__coll_mpi_types(cs);
   if (st == DDP_OK) {
     /* hier needs the same local size on every node: a world-wide fact, agreed here once. */
@@ -105,13 +106,13 @@ void ddp__coll_comm_fini(ddp__comm_t *c) {
   if (cs) {
     ddp__coll_mpi_watch_stop(cs);
     ddp__coll_engine_stop(cs);
+    /* After the engine stopped: it may have been running a device collective. */
+    ddp__devcoll_free(cs);
     ddp__shm_free(cs);
     ddp__pool_free_all(cs);
     free_state(cs);
     c->coll = NULL;
   }
-  /* After the engine stopped: it may have been running a device collective. */
-  ddp__devcoll_free(c);
 }
 
 /* ---- the communicator's public constructors ----------------------------------------------

@@ -1,8 +1,8 @@
 /* Device-memory collectives: picks the transport (DDP_TRANSPORT or ddp_device_set_transport:
  * CUDA-aware MPI, staged through pinned host chunks, or NCCL), orders the collective after the
  * work already queued on the caller's stream with an event (never a device-wide sync), runs it,
- * and makes the caller's stream wait for the result. Also the transport-neutral broadcast and
- * allgather used by both MPI paths. */
+ * and makes the caller's stream wait for the result. Owns the device collectives' state
+ * (cs->devcoll) and the transport choice (ddp_device_set_transport, DDP_TRANSPORT). */
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,15 +16,16 @@ static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", 
 /* ---- state --------------------------------------------------------------------------------- */
 ddp_status_t ddp__devcoll_get(ddp__comm_t *c, ddp__devcoll_t **out) {
   ddp__device_t *d = c->dev;
-  if (d->coll) {
-    *out = d->coll;
+  ddp__coll_t *cs = c->coll;
+  if (cs->devcoll) {
+    *out = cs->devcoll;
     return DDP_OK;
   }
   ddp__devcoll_t *dc = calloc(1, sizeof *dc);
   if (!dc) return ddp__error(DDP_ENOMEM, "device collective state: out of memory");
   dc->d = d;
   dc->c = c;
-  d->coll = dc; /* partially built state is freed by ddp__devcoll_free */
+  cs->devcoll = dc; /* partially built state is freed by ddp__devcoll_free */
   DDP_TRY(d->impl->stream_create(d, &dc->s_d2h));
   DDP_TRY(d->impl->stream_create(d, &dc->s_h2d));
   DDP_TRY(d->impl->event_create(d, &dc->ev_done));
@@ -36,10 +37,10 @@ ddp_status_t ddp__devcoll_get(ddp__comm_t *c, ddp__devcoll_t **out) {
   return DDP_OK;
 }
 
-void ddp__devcoll_free(ddp__comm_t *c) {
-  ddp__device_t *d = c->dev;
-  ddp__devcoll_t *dc = d ? d->coll : NULL;
+void ddp__devcoll_free(ddp__coll_t *cs) {
+  ddp__devcoll_t *dc = cs->devcoll;
   if (!dc) return;
+  ddp__device_t *d = dc->d;
   d->impl->bind(d);
   if (dc->s_d2h) d->impl->stream_sync(d, dc->s_d2h);
   if (dc->s_h2d) d->impl->stream_sync(d, dc->s_h2d);
@@ -49,7 +50,6 @@ void ddp__devcoll_free(ddp__comm_t *c) {
   if (dc->hbuf) d->impl->host_free(d, dc->hbuf);
   for (int i = 0; i < DDP__SCRATCH_SLOTS; i++)
     if (dc->dscratch[i]) d->impl->dev_free(d, dc->dscratch[i]);
-  if (dc->dtmp) d->impl->dev_free(d, dc->dtmp);
   for (int i = 0; i < DDP__STAGE_MAX; i++) {
     if (dc->ev_d2h[i]) d->impl->event_destroy(d, dc->ev_d2h[i]);
     if (dc->ev_h2d[i]) d->impl->event_destroy(d, dc->ev_h2d[i]);
@@ -58,7 +58,7 @@ void ddp__devcoll_free(ddp__comm_t *c) {
   if (dc->s_d2h) d->impl->stream_destroy(d, dc->s_d2h);
   if (dc->s_h2d) d->impl->stream_destroy(d, dc->s_h2d);
   free(dc);
-  d->coll = NULL;
+  cs->devcoll = NULL;
 }
 
 ddp_status_t ddp__devcoll_spin(ddp__devcoll_t *dc, const char *what, const char *algo,
@@ -122,73 +122,8 @@ ddp_status_t ddp__devcoll_devbuf(ddp__devcoll_t *dc, void **buf, size_t *have, s
   return DDP_OK;
 }
 
-/* ---- transport-neutral algorithms --------------------------------------------------------- */
-#define TAG_BCAST 0x6401
-#define TAG_AG 0x6402
-
-ddp_status_t ddp__dev_bcast_tree(ddp__ctx_t *x, void *buf, size_t bytes, int root) {
-  int size = x->size, vr = (x->rank - root + size) % size;
-  if (size == 1 || bytes == 0) return DDP_OK;
-  /* Binomial tree: receive from the parent, then send to the children, largest first. */
-  int mask = 1;
-  while (mask < size) {
-    if (vr & mask) {
-      ddp__xreq_t q;
-      DDP_TRY(x->xp->irecv(x, buf, bytes, (vr - mask + root) % size, TAG_BCAST, &q));
-      DDP_TRY(x->xp->wait(x, 1, &q));
-      break;
-    }
-    mask <<= 1;
-  }
-  ddp__xreq_t sq[32];
-  int ns = 0;
-  for (mask >>= 1; mask > 0; mask >>= 1) {
-    if (vr + mask < size) {
-      DDP_TRY(x->xp->isend(x, buf, bytes, (vr + mask + root) % size, TAG_BCAST, &sq[ns]));
-      ns++;
-    }
-  }
-  return x->xp->wait(x, ns, sq);
-}
-
-ddp_status_t ddp__dev_allgather_ring(ddp__ctx_t *x, void *recv, size_t blk) {
-  int size = x->size, rank = x->rank;
-  if (size == 1 || blk == 0) return DDP_OK;
-  int right = (rank + 1) % size, left = (rank - 1 + size) % size;
-  char *b = recv;
-  for (int s = 0; s < size - 1; s++) {
-    int sb = (rank - s + size) % size, rb = (rank - s - 1 + size) % size;
-    ddp__xreq_t q[2];
-    DDP_TRY(x->xp->irecv(x, b + (size_t)rb * blk, blk, left, TAG_AG, &q[0]));
-    DDP_TRY(x->xp->isend(x, b + (size_t)sb * blk, blk, right, TAG_AG, &q[1]));
-    DDP_TRY(x->xp->wait(x, 2, q));
-  }
-  return DDP_OK;
-}
-
 /* ---- CUDA-aware MPI transport ------------------------------------------------------------- */
-static ddp_status_t dev_allreduce(ddp__ctx_t *x, const ddp__dev_call_t *call, const void *send,
-                                  void *recv, size_t count) {
-  ddp__comm_t *c = x->c;
-  const char *want = call->opts ? call->opts->algo : NULL;
-  if (!want || !*want || !strcmp(want, "auto")) want = c->cfg.allreduce_algo;
-  size_t bytes = count * ddp_dtype_size(call->dtype);
-  if (!want || !*want || !strcmp(want, "auto")) want = bytes >= ((size_t)256 << 10) ? "ring" : "rhd";
-  if (strcmp(want, "ring") != 0 && strcmp(want, "rhd") != 0)
-    return ddp__error(DDP_EINVAL, "allreduce algorithm '%s' cannot run on device buffers with "
-                                  "transport 'mpi' (Open MPI's non-blocking collectives and "
-                                  "node-shared windows do not take device memory): use ring or rhd",
-                      want);
-  ddp__ar_t a = {send, recv, count, call->dtype, call->op == DDP_AVG ? DDP_SUM : call->op};
-  const ddp__algo_t *alg = NULL;
-  DDP_TRY(ddp__select(c, want, x, &a, &alg));
-  x->desc.algo = alg->name;
-  DDP_TRY(alg->run(x, &a));
-  if (call->op == DDP_AVG) DDP_TRY(x->xp->scale(x, recv, count, call->dtype, (double)x->size));
-  return DDP_OK;
-}
-
-static ddp_status_t mpi_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call) {
+static ddp_status_t mpi_run(ddp__devcoll_t *dc, const ddp__call_t *call) {
   ddp__comm_t *c = dc->c;
   size_t es = ddp_dtype_size(call->dtype), n = call->count;
   ddp__ctx_t x;
@@ -197,23 +132,7 @@ static ddp_status_t mpi_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call) {
   x.xstate = dc;
   x.mem = DDP_MEM_CUDA;
   x.desc.algo = "cuda-aware";
-  switch (call->kind) {
-    case DDP__COLL_ALLREDUCE: return dev_allreduce(&x, call, call->send, call->recv, n);
-    case DDP__COLL_BROADCAST: return ddp__dev_bcast_tree(&x, call->recv, n * es, call->root);
-    case DDP__COLL_ALLGATHER: {
-      char *mine = (char *)call->recv + (size_t)c->rank * n * es;
-      DDP_TRY(x.xp->copy(&x, mine, call->send, n * es));
-      return ddp__dev_allgather_ring(&x, call->recv, n * es);
-    }
-    case DDP__COLL_REDUCE_SCATTER: {
-      size_t total = n * (size_t)c->size;
-      DDP_TRY(ddp__devcoll_devbuf(dc, &dc->dtmp, &dc->dtmp_bytes, total * es));
-      DDP_TRY(dev_allreduce(&x, call, call->send, dc->dtmp, total));
-      return x.xp->copy(&x, call->recv, (char *)dc->dtmp + (size_t)c->rank * n * es, n * es);
-    }
-    case DDP__COLL_BARRIER: break;
-  }
-  return DDP_OK;
+  return ddp__coll_exec(&x, call);
 }
 
 /* ---- dispatch ------------------------------------------------------------------------------ */
@@ -227,16 +146,14 @@ static ddp_status_t check_buf(ddp__device_t *d, const void *p, size_t bytes, con
   return DDP_OK;
 }
 
-static ddp_status_t barrier_host(ddp__comm_t *c, struct ddp__coll *cs) {
+static ddp_status_t barrier_host(ddp__comm_t *c, const ddp__call_t *call) {
   ddp__ctx_t x;
   ddp__ctx_world(&x, c, "barrier", 0, -1);
-  MPI_Request rq = MPI_REQUEST_NULL;
-  DDP_MPI(MPI_Ibarrier(cs->world, &rq));
-  return ddp__wait_all(c, 1, &rq, &x.desc);
+  return ddp__coll_exec(&x, call);
 }
 
-static ddp_status_t device_run(ddp__comm_t *c, struct ddp__coll *cs, const ddp__dev_call_t *call,
-                               ddp__transport_t t, ddp_stream_t *stream) {
+static ddp_status_t device_run(ddp__comm_t *c, const ddp__call_t *call, ddp_transport_t t,
+                               ddp_stream_t *stream) {
   ddp__device_t *d = c->dev;
   ddp__devcoll_t *dc = NULL;
   DDP_TRY(ddp__devcoll_get(c, &dc));
@@ -246,13 +163,13 @@ static ddp_status_t device_run(ddp__comm_t *c, struct ddp__coll *cs, const ddp__
   if (!ev_in) return ddp__error(DDP_EINTERNAL, "device collective without an input event");
   if (call->kind == DDP__COLL_BARRIER) {
     DDP_TRY(ddp__devcoll_wait(dc, ev_in, "barrier: caller's stream"));
-    return barrier_host(c, cs);
+    return barrier_host(c, call);
   }
   ddp_status_t st = DDP_OK;
-  if (t == DDP__TRANSPORT_NCCL) return ddp__nccl_run(dc, call, stream);
+  if (t == DDP_TRANSPORT_NCCL) return ddp__nccl_run(dc, call, stream);
   DDP_TRY(d->impl->stream_wait(d, dc->s_d2h, ev_in));
   DDP_TRY(d->impl->stream_wait(d, dc->s_h2d, ev_in));
-  if (t == DDP__TRANSPORT_STAGED) {
+  if (t == DDP_TRANSPORT_STAGED) {
     st = ddp__staged_run(dc, call);
   } else {
     /* MPI reads the device buffers directly: the host waits for the caller's stream work
@@ -304,15 +221,16 @@ void ddp__coll_device_release(ddp__comm_t *c, void *ev_in) {
 }
 
 ddp_status_t ddp__coll_device_run(ddp__comm_t *c, struct ddp__coll *cs,
-                                  const ddp__dev_call_t *call) {
+                                  const ddp__call_t *call) {
+  (void)cs;
   if (!call) return ddp__error(DDP_EINVAL, "device collective: call is NULL");
   if ((int)call->kind < 0 || call->kind > DDP__COLL_BARRIER)
     return ddp__error(DDP_EINVAL, "device collective: kind %d is invalid", (int)call->kind);
   ddp__device_t *d = c->dev;
   const char *kn = kind_names[call->kind];
   if (!d) return no_device(c, call->kind);
-  ddp__transport_t t = DDP__TRANSPORT_AUTO;
-  DDP_TRY(ddp__device_pick_transport(c, NULL, &t));
+  ddp_transport_t t = DDP_TRANSPORT_AUTO;
+  DDP_TRY(ddp__coll_pick_transport(c, DDP_TRANSPORT_AUTO, &t));
   ddp_stream_t *stream = call->opts ? call->opts->stream : NULL;
   DDP_TRY(d->impl->check_stream(d, stream, "opts->stream"));
   size_t es = call->kind == DDP__COLL_BARRIER ? 1 : ddp_dtype_size(call->dtype);
@@ -341,11 +259,89 @@ ddp_status_t ddp__coll_device_run(ddp__comm_t *c, struct ddp__coll *cs,
   if (call->kind != DDP__COLL_BARRIER && n == 0) return DDP_OK;
   char args[96];
   if (c->timeline) {
-    snprintf(args, sizeof args, "{\"transport\":\"%s\",\"bytes\":%zu}", ddp__transport_name(t),
+    snprintf(args, sizeof args, "{\"transport\":\"%s\",\"bytes\":%zu}", ddp_transport_name(t),
              n * es);
     ddp__timeline_event(c->timeline, 'B', kn, "device", args);
   }
-  ddp_status_t st = device_run(c, cs, call, t, stream);
+  ddp_status_t st = device_run(c, call, t, stream);
   if (c->timeline) ddp__timeline_event(c->timeline, 'E', kn, "device", NULL);
   return st;
+}
+
+/* ---- the transport choice ------------------------------------------------------------------ */
+/* `t` as it would run here (AUTO: picked from what MPI can do), or why it cannot. */
+static ddp_status_t resolve_transport(ddp__comm_t *c, ddp_transport_t t, ddp_transport_t *out) {
+  ddp__coll_t *cs = c->coll;
+  if ((unsigned)t >= DDP_TRANSPORT_COUNT)
+    return ddp__error(DDP_EINVAL, "transport %d is not a ddp_transport_t (valid: 0..%d, auto mpi "
+                                  "staged nccl)", (int)t, DDP_TRANSPORT_COUNT - 1);
+  ddp__device_t *d = c->dev;
+  if (!d)
+    return ddp__error(DDP_ENOTSUP, "no device on this communicator: device transports need a "
+                                   "GPU or DDP_DEVICE_EMULATE=1");
+  /* The emulation's "device memory" is host memory, so MPI can always take it. */
+  int aware = c->cuda_aware || d->kind == DDP_DEVICE_EMULATED;
+  switch (t) {
+    case DDP_TRANSPORT_AUTO:
+    case DDP_TRANSPORT_COUNT: /* refused above */
+      t = c->cuda_aware ? DDP_TRANSPORT_MPI : DDP_TRANSPORT_STAGED;
+      break;
+    case DDP_TRANSPORT_MPI:
+      if (!aware)
+        return ddp__error(DDP_ENOTSUP, "transport 'mpi' needs CUDA-aware MPI, but %s (set "
+                                       "DDP_CUDA_AWARE=1 to force it, or use 'staged')",
+                          c->cuda_aware_reason);
+      break;
+    case DDP_TRANSPORT_STAGED: break;
+    case DDP_TRANSPORT_NCCL:
+      if (c->gpu_shared)
+        return ddp__error(DDP_ENOTSUP, "transport 'nccl': %s", c->gpu_shared_reason);
+      if (cs->nccl_status != DDP_OK)
+        return ddp__error(DDP_ENOTSUP, "transport 'nccl' failed on this communicator before "
+                                       "and is not tried again: %s", cs->nccl_reason);
+      if (!DDP_HAVE_NCCL)
+        return ddp__error(DDP_ENOTSUP, "transport 'nccl': this library was built without NCCL");
+      if (d->kind != DDP_DEVICE_CUDA)
+        return ddp__error(DDP_ENOTSUP, "transport 'nccl' needs a real CUDA device (the device "
+                                       "is %s)", d->desc);
+      break;
+  }
+  *out = t;
+  return DDP_OK;
+}
+
+ddp_status_t ddp__coll_pick_transport(ddp__comm_t *c, ddp_transport_t requested,
+                                      ddp_transport_t *out) {
+  ddp__coll_t *cs = c->coll;
+  ddp_transport_t t = requested;
+  if (t == DDP_TRANSPORT_AUTO) t = cs->transport_set ? cs->transport : c->cfg.transport;
+  return resolve_transport(c, t, out);
+}
+
+ddp_status_t ddp_device_transport(ddp_comm_t *comm, ddp_transport_t requested,
+                                  ddp_transport_t *out) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  DDP_CHECK_ARG(out != NULL, "out is NULL");
+  DDP_CHECK_ARG((unsigned)requested < DDP_TRANSPORT_COUNT,
+                "requested %d is not a ddp_transport_t (valid: 0..%d)", (int)requested,
+                DDP_TRANSPORT_COUNT - 1);
+  ddp_transport_t t = DDP_TRANSPORT_AUTO;
+  DDP_TRY(ddp__coll_pick_transport(c, requested, &t));
+  *out = t;
+  return DDP_OK;
+}
+
+ddp_status_t ddp_device_set_transport(ddp_comm_t *comm, ddp_transport_t transport) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  DDP_CHECK_ARG((unsigned)transport < DDP_TRANSPORT_COUNT,
+                "transport %d is not a ddp_transport_t (valid: 0..%d)", (int)transport,
+                DDP_TRANSPORT_COUNT - 1);
+  ddp_transport_t t = DDP_TRANSPORT_AUTO;
+  /* AUTO picks afresh, ignoring an earlier choice and DDP_TRANSPORT. */
+  DDP_TRY(resolve_transport(c, transport, &t));
+  c->coll->transport = t;
+  c->coll->transport_set = 1;
+  return DDP_OK;
 }

@@ -24,9 +24,7 @@ typedef struct ddp__devcoll {
   size_t hbuf_bytes;
   void *dscratch[DDP__SCRATCH_SLOTS]; /* device memory for the CUDA-aware transport */
   size_t dscratch_bytes[DDP__SCRATCH_SLOTS];
-  void *dtmp; /* device memory: reduce-scatter's full-size intermediate */
-  size_t dtmp_bytes;
-  void *nccl; /* ncclComm_t, created on first use (failures: d->nccl_status, sticky) */
+  void *nccl; /* ncclComm_t, created on first use (failures: cs->nccl_status, sticky) */
 } ddp__devcoll_t;
 
 /* The CUDA-aware MPI transport: device pointers straight to MPI_Isend/Irecv, reductions by
@@ -65,16 +63,11 @@ DDP_HIDDEN ddp_status_t ddp__staged_pipeline(ddp__devcoll_t *dc, const void *src
                                              size_t count, size_t es, size_t lo, size_t hi,
                                              ddp__stage_fn fn, void *arg);
 
-/* Transport-neutral algorithms against x->xp (host transport on pinned memory, or the
- * CUDA-aware one on device memory). */
-DDP_HIDDEN ddp_status_t ddp__dev_bcast_tree(ddp__ctx_t *x, void *buf, size_t bytes, int root);
-DDP_HIDDEN ddp_status_t ddp__dev_allgather_ring(ddp__ctx_t *x, void *recv, size_t block_bytes);
-
 /* Staged transport entry (coll_staged.c) and NCCL (coll_nccl.c). */
-DDP_HIDDEN ddp_status_t ddp__staged_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call);
+DDP_HIDDEN ddp_status_t ddp__staged_run(ddp__devcoll_t *dc, const ddp__call_t *call);
 /* NCCL runs on dc->s_h2d after call->ev_in, and the caller's `stream` waits for it; returns
  * when it has finished (watched for NCCL's asynchronous errors and by the watchdog). */
-DDP_HIDDEN ddp_status_t ddp__nccl_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call,
+DDP_HIDDEN ddp_status_t ddp__nccl_run(ddp__devcoll_t *dc, const ddp__call_t *call,
                                       ddp_stream_t *stream);
 DDP_HIDDEN void ddp__nccl_free(ddp__devcoll_t *dc);
 

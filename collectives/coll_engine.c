@@ -28,7 +28,6 @@ struct ddp_request {
   ddp_op_t op;
   int root;
   ddp_coll_opts_t opts;
-  char algo_name[16];          /* copy of opts.algo (the caller's string may go away) */
   const ddp__algo_t *algo;     /* allreduce on host memory: chosen at post time */
   void *ev_in;                 /* device memory: input event recorded at post time */
   int on_caller;               /* runs on the thread of the caller blocked in this call */
@@ -39,98 +38,6 @@ struct ddp_request {
 };
 
 /* ---- execution --------------------------------------------------------------------------- */
-#define BYTES_CHUNK ((size_t)1 << 30) /* per MPI call when a count exceeds INT_MAX */
-
-static ddp_status_t run_broadcast(ddp__ctx_t *x, struct ddp_request *r) {
-  size_t bytes = r->count * ddp_dtype_size(r->dtype);
-  for (size_t off = 0; off < bytes; off += BYTES_CHUNK) {
-    size_t n = bytes - off < BYTES_CHUNK ? bytes - off : BYTES_CHUNK;
-    MPI_Request rq = MPI_REQUEST_NULL;
-    DDP_MPI(MPI_Ibcast((char *)r->recv + off, (int)n, MPI_BYTE, r->root, x->comm, &rq));
-    DDP_TRY(ddp__wait_all(x->c, 1, &rq, &x->desc));
-  }
-  return DDP_OK;
-}
-
-static ddp_status_t run_allgather(ddp__ctx_t *x, struct ddp_request *r) {
-  size_t es = ddp_dtype_size(r->dtype), bytes = r->count * es;
-  int inplace = r->send == (const void *)((char *)r->recv + (size_t)x->rank * bytes);
-  if (bytes == 0) return DDP_OK;
-  if (bytes <= (size_t)INT_MAX) {
-    MPI_Request rq = MPI_REQUEST_NULL;
-    DDP_MPI(MPI_Iallgather(inplace ? MPI_IN_PLACE : r->send, (int)bytes, MPI_BYTE, r->recv,
-                           (int)bytes, MPI_BYTE, x->comm, &rq));
-    return ddp__wait_all(x->c, 1, &rq, &x->desc);
-  }
-  /* Each rank's block is sent in pieces; a resized type places piece k of rank i at
-   * recv + i*bytes + off. */
-  for (size_t off = 0; off < bytes; off += BYTES_CHUNK) {
-    size_t n = bytes - off < BYTES_CHUNK ? bytes - off : BYTES_CHUNK;
-    MPI_Datatype blk, t;
-    DDP_MPI(MPI_Type_contiguous((int)n, MPI_BYTE, &blk));
-    int rc = MPI_Type_create_resized(blk, 0, (MPI_Aint)bytes, &t);
-    MPI_Type_free(&blk);
-    if (rc != MPI_SUCCESS) return ddp__mpi_error(rc, "MPI_Type_create_resized");
-    MPI_Type_commit(&t);
-    MPI_Request rq = MPI_REQUEST_NULL;
-    if (inplace) {
-      rc = MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, (char *)r->recv + off, 1, t,
-                          x->comm, &rq);
-    } else {
-      rc = MPI_Iallgather((const char *)r->send + off, (int)n, MPI_BYTE, (char *)r->recv + off,
-                          1, t, x->comm, &rq);
-    }
-    ddp_status_t st = rc == MPI_SUCCESS ? ddp__wait_all(x->c, 1, &rq, &x->desc)
-                                        : ddp__mpi_error(rc, "MPI_Iallgather");
-    MPI_Type_free(&t);
-    DDP_TRY(st);
-  }
-  return DDP_OK;
-}
-
-#define ELEMS_CHUNK ((size_t)1 << 28)
-
-static ddp_status_t run_reduce_scatter(ddp__ctx_t *x, struct ddp_request *r) {
-  ddp__coll_t *cs = x->cs;
-  size_t es = ddp_dtype_size(r->dtype), n = r->count;
-  int inplace = r->send == r->recv;
-  MPI_Datatype t = ddp__mpi_type(cs, r->dtype);
-  MPI_Op o = ddp__mpi_op(cs, r->dtype, r->op);
-  if (n == 0) return DDP_OK;
-  if (n <= ELEMS_CHUNK) {
-    MPI_Request rq = MPI_REQUEST_NULL;
-    DDP_MPI(MPI_Ireduce_scatter_block(inplace ? MPI_IN_PLACE : r->send, r->recv, (int)n, t, o,
-                                      x->comm, &rq));
-    DDP_TRY(ddp__wait_all(x->c, 1, &rq, &x->desc));
-  } else {
-    /* Piece k of every rank's block gathered contiguously in scratch, then reduced. */
-    size_t p = (size_t)x->size;
-    for (size_t off = 0; off < n; off += ELEMS_CHUNK) {
-      size_t m = n - off < ELEMS_CHUNK ? n - off : ELEMS_CHUNK;
-      void *tmp = NULL, *out = NULL;
-      DDP_TRY(x->xp->scratch(x, 0, m * p * es, &tmp));
-      DDP_TRY(x->xp->scratch(x, 1, m * es, &out));
-      for (size_t i = 0; i < p; i++)
-        memcpy((char *)tmp + i * m * es, (const char *)r->send + (i * n + off) * es, m * es);
-      MPI_Request rq = MPI_REQUEST_NULL;
-      DDP_MPI(MPI_Ireduce_scatter_block(tmp, out, (int)m, t, o, x->comm, &rq));
-      DDP_TRY(ddp__wait_all(x->c, 1, &rq, &x->desc));
-      memcpy((char *)r->recv + off * es, out, m * es);
-    }
-  }
-  if (r->op == DDP_AVG) ddp__scale_host(r->recv, n, r->dtype, (double)x->size);
-  return DDP_OK;
-}
-
-static ddp_status_t run_allreduce(ddp__ctx_t *x, struct ddp_request *r) {
-  if (r->count == 0) return DDP_OK;
-  ddp__ar_t a = {r->send, r->recv, r->count, r->dtype, r->op == DDP_AVG ? DDP_SUM : r->op};
-  x->desc.algo = r->algo->name;
-  DDP_TRY(r->algo->run(x, &a));
-  if (r->op == DDP_AVG) DDP_TRY(x->xp->scale(x, r->recv, r->count, r->dtype, (double)x->size));
-  return DDP_OK;
-}
-
 static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
                                          "barrier"};
 
@@ -149,30 +56,16 @@ static ddp_status_t execute(struct ddp_request *r) {
     if (r->kind == DDP__COLL_BROADCAST) fp.root = r->root;
     DDP_TRY(ddp__guard_check(c, &fp));
   }
-  if (r->opts.mem == DDP_MEM_CUDA) {
-    ddp__dev_call_t call = {r->kind, r->send, r->recv, r->count, r->dtype, r->op, r->root,
-                            &r->opts, r->ev_in};
-    return ddp__coll_device_run(c, cs, &call);
-  }
+  ddp__call_t call = {r->kind, r->send, r->recv, r->count, r->dtype, r->op, r->root,
+                      &r->opts, r->ev_in, r->algo};
+  if (r->opts.mem == DDP_MEM_CUDA) return ddp__coll_device_run(c, cs, &call);
   size_t bytes = r->count * ddp_dtype_size(r->dtype);
   ddp__ctx_t x;
   ddp__ctx_world(&x, c, kind_names[r->kind], bytes, r->opts.tag);
   x.desc.algo = "mpi";
   x.on_caller = r->on_caller;
   if (c->timeline) ddp__timeline_event(c->timeline, 'B', kind_names[r->kind], "coll", NULL);
-  ddp_status_t st = DDP_OK;
-  switch (r->kind) {
-    case DDP__COLL_ALLREDUCE: st = run_allreduce(&x, r); break;
-    case DDP__COLL_BROADCAST: st = run_broadcast(&x, r); break;
-    case DDP__COLL_ALLGATHER: st = run_allgather(&x, r); break;
-    case DDP__COLL_REDUCE_SCATTER: st = run_reduce_scatter(&x, r); break;
-    case DDP__COLL_BARRIER: {
-      MPI_Request rq = MPI_REQUEST_NULL;
-      int rc = MPI_Ibarrier(x.comm, &rq);
-      st = rc == MPI_SUCCESS ? ddp__wait_all(c, 1, &rq, &x.desc) : ddp__mpi_error(rc, "MPI_Ibarrier");
-      break;
-    }
-  }
+  ddp_status_t st = ddp__coll_exec(&x, &call);
   if (c->timeline) ddp__timeline_event(c->timeline, 'E', kind_names[r->kind], "coll", NULL);
   return st;
 }
@@ -310,11 +203,9 @@ static ddp_status_t check_opts(const ddp_coll_opts_t *opts) {
   if (!opts) return DDP_OK;
   DDP_CHECK_ARG((int)opts->mem >= 0 && opts->mem < DDP_MEM_COUNT,
                 "opts->mem is %d: not a ddp_mem_t (host=0, cuda=1)", (int)opts->mem);
-  if (opts->algo) {
-    size_t len = 0; /* bounded, inline: this runs on every call */
-    while (len < 16 && opts->algo[len]) len++;
-    DDP_CHECK_ARG(len < 16, "opts->algo '%.32s' is too long to be an algorithm name", opts->algo);
-  }
+  DDP_CHECK_ARG((unsigned)opts->algo < DDP_ALGO_COUNT,
+                "opts->algo is %d: not a ddp_algo_t (valid: 0..%d, auto mpi ring rhd shm hier)",
+                (int)opts->algo, DDP_ALGO_COUNT - 1);
   return DDP_OK;
 }
 
@@ -358,7 +249,6 @@ static void init_request(ddp__comm_t *c, ddp__coll_kind_t kind, const ddp_coll_o
   r->dtype = DDP_F32;
   r->op = DDP_SUM;
   r->root = -1;
-  r->algo_name[0] = '\0';
   r->algo = NULL;
   r->ev_in = NULL;
   r->on_caller = 0;
@@ -366,14 +256,13 @@ static void init_request(ddp__comm_t *c, ddp__coll_kind_t kind, const ddp_coll_o
   r->st = DDP_OK;
   r->next = NULL;
   r->msg[0] = '\0';
-  if (opts) r->opts = *opts; /* opts.algo stays the caller's string: post() copies it for a
-                               * non-blocking request, which outlives the call */
+  if (opts) r->opts = *opts;
   else ddp_coll_opts_default(&r->opts);
 }
 
 ddp_status_t ddp_coll_opts_default(ddp_coll_opts_t *opts) {
   DDP_CHECK_ARG(opts != NULL, "opts is NULL");
-  opts->algo = NULL;
+  opts->algo = DDP_ALGO_AUTO;
   opts->mem = DDP_MEM_HOST;
   opts->stream = NULL;
   opts->tag = -1;
@@ -398,12 +287,6 @@ static ddp_status_t post(struct ddp_request *r, ddp_request_t **req) {
     return ddp__error(DDP_ENOMEM, "collective request: out of memory");
   }
   memcpy(h, r, sizeof *h);
-  if (r->opts.algo) { /* length checked by check_opts */
-    size_t i = 0;
-    for (; r->opts.algo[i] && i + 1 < sizeof h->algo_name; i++) h->algo_name[i] = r->opts.algo[i];
-    h->algo_name[i] = '\0';
-    h->opts.algo = h->algo_name;
-  }
   ddp__comm_retain(h->c);
   ddp_status_t st = submit(h, 0);
   if (st != DDP_OK) {

@@ -1,41 +1,31 @@
-/* Allreduce algorithm selection: the names, `auto`'s threshold table, forcing by
- * opts->algo or DDP_ALLREDUCE_ALGO, and the public query functions. */
+/* Which algorithm runs: allreduce selection (the names, `auto`'s one threshold table for host
+ * and device memory, forcing by opts->algo or DDP_ALLREDUCE_ALGO, the public query functions),
+ * and ddp__coll_exec, which runs any collective on a transport, host or device memory alike. */
 #include <string.h>
 
 #include "coll_internal.h"
 
-/* Every algorithm, in the order they are listed to users. */
+/* Every algorithm, in the order they are listed to users (ddp_algo_t order, after auto). */
 static const ddp__algo_t *const algos[] = {&ddp__algo_mpi, &ddp__algo_ring, &ddp__algo_rhd,
                                            &ddp__algo_shm, &ddp__algo_hier};
 #define NALGOS (sizeof algos / sizeof algos[0])
+_Static_assert(NALGOS + 1 == DDP_ALGO_COUNT, "one descriptor per ddp_algo_t but auto");
 
 static const char *const names[] = {"auto", "mpi", "ring", "rhd", "shm", "hier", NULL};
 
 const char *const *ddp_allreduce_algos(void) { return names; }
 
-static void valid_list(char *buf, size_t cap) {
-  size_t o = (size_t)snprintf(buf, cap, "auto");
-  for (size_t i = 0; i < NALGOS && o < cap; i++)
-    o += (size_t)snprintf(buf + o, cap - o, ", %s", algos[i]->name);
-}
-
-/* Name comparisons run on every call: inline, no library call. */
-static int same_name(const char *a, const char *b) {
-  while (*a && *a == *b) a++, b++;
-  return *a == *b;
-}
-
-static const ddp__algo_t *by_name(const char *name) {
+static const ddp__algo_t *by_id(ddp_algo_t id) {
   for (size_t i = 0; i < NALGOS; i++)
-    if (same_name(algos[i]->name, name)) return algos[i];
+    if (algos[i]->id == id) return algos[i];
   return NULL;
 }
 
-static int is_auto(const char *name) { return !name || !*name || same_name(name, "auto"); }
-
 /* `auto`: the first row whose topology matches and whose byte limit is not exceeded wins;
  * the algorithm must also accept the case, else the next matching row is tried. Rows:
- *   topo 0: any, 1: one node with shared memory, 2: several nodes. */
+ *   topo 0: any, 1: one node with shared memory, 2: several nodes, 3: device memory (the
+ *   algorithms over the CUDA-aware transport; the staged one runs the host rows on pinned
+ *   chunks, NCCL its own). */
 typedef struct {
   int topo;
   size_t max_bytes; /* inclusive; SIZE_MAX = no limit */
@@ -50,6 +40,8 @@ typedef struct {
  * (8-15 us more per call, with libnbc's binomial or recursive doubling alike) while rhd, point
  * to point in the same wait loop, matched it: small messages across nodes take rhd. */
 static const row_t table[] = {
+    {3, ((size_t)256 << 10) - 1, &ddp__algo_rhd},
+    {3, SIZE_MAX, &ddp__algo_ring},
     {1, SIZE_MAX, &ddp__algo_shm},
     {2, (size_t)512 << 10, &ddp__algo_rhd},
     {2, SIZE_MAX, &ddp__algo_hier}, /* needs equal node sizes, else the next matching row */
@@ -63,35 +55,34 @@ static int topo_matches(int topo, const ddp__ctx_t *x) {
   switch (topo) {
     case 1: return c->nodes == 1 && !x->cs->shm_disabled;
     case 2: return c->nodes > 1;
+    case 3: return x->mem != DDP_MEM_HOST;
     default: return 1;
   }
 }
 
-ddp_status_t ddp__select(ddp__comm_t *c, const char *want, const ddp__ctx_t *x, const ddp__ar_t *a,
+ddp_status_t ddp__select(ddp__comm_t *c, ddp_algo_t want, const ddp__ctx_t *x, const ddp__ar_t *a,
                          const ddp__algo_t **out) {
   const char *src = "opts->algo";
-  if (is_auto(want)) {
+  if (want == DDP_ALGO_AUTO) {
     want = c->cfg.allreduce_algo;
     src = "DDP_ALLREDUCE_ALGO";
   }
-  char valid[128];
-  if (!is_auto(want)) {
-    const ddp__algo_t *al = by_name(want);
-    if (!al) {
-      valid_list(valid, sizeof valid);
-      return ddp__error(DDP_EINVAL, "%s '%s' is not an allreduce algorithm (valid: %s)", src, want,
-                        valid);
-    }
+  if (want != DDP_ALGO_AUTO) {
+    const ddp__algo_t *al = by_id(want);
+    if (!al)
+      return ddp__error(DDP_EINVAL, "%s %d is not a ddp_algo_t (valid: 0..%d)", src, (int)want,
+                        DDP_ALGO_COUNT - 1);
     const char *why = al->supports(x, a);
     if (why) {
+      char valid[128];
       size_t o = 0;
       valid[0] = '\0';
       for (size_t i = 0; i < NALGOS && o < sizeof valid; i++)
         if (!algos[i]->supports(x, a))
           o += (size_t)snprintf(valid + o, sizeof valid - o, "%s%s", o ? ", " : "", algos[i]->name);
-      return ddp__error(DDP_EINVAL, "%s '%s' cannot run this allreduce (%zu elements of %s): %s; "
-                        "usable here: auto, %s", src, want, a->count, ddp_dtype_name(a->dtype), why,
-                        valid);
+      return ddp__error(DDP_EINVAL, "%s '%s' cannot run this allreduce (%zu elements of %s in %s "
+                        "memory): %s; usable here: auto, %s", src, al->name, a->count,
+                        ddp_dtype_name(a->dtype), ddp_mem_name(x->mem), why, valid);
     }
     *out = al;
     return DDP_OK;
@@ -123,11 +114,80 @@ ddp_status_t ddp_allreduce_choice(ddp_comm_t *comm, const void *buf, size_t coun
     *name = "device";
     return DDP_OK;
   }
+  ddp_algo_t want = opts ? opts->algo : DDP_ALGO_AUTO;
+  DDP_CHECK_ARG((unsigned)want < DDP_ALGO_COUNT, "opts->algo %d is not a ddp_algo_t (valid: 0..%d)",
+                (int)want, DDP_ALGO_COUNT - 1);
   ddp__ctx_t x;
   ddp__ctx_world(&x, c, "allreduce", count * ddp_dtype_size(dtype), -1);
   ddp__ar_t a = {buf, (void *)buf, count, dtype, DDP_SUM};
   const ddp__algo_t *al = NULL;
-  DDP_TRY(ddp__select(c, opts ? opts->algo : NULL, &x, &a, &al));
+  DDP_TRY(ddp__select(c, want, &x, &a, &al));
   *name = al->name;
   return DDP_OK;
+}
+
+/* ---- running a collective ----------------------------------------------------------------- */
+ddp_status_t ddp__allreduce_exec(ddp__ctx_t *x, const ddp__algo_t *al, const void *send,
+                                 void *recv, size_t count, ddp_dtype_t dtype, ddp_op_t op) {
+  if (count == 0) return DDP_OK;
+  ddp__ar_t a = {send, recv, count, dtype, op == DDP_AVG ? DDP_SUM : op};
+  x->desc.algo = al->name;
+  DDP_TRY(al->run(x, &a));
+  if (op == DDP_AVG) DDP_TRY(x->xp->scale(x, recv, count, dtype, (double)x->size));
+  return DDP_OK;
+}
+
+/* Broadcast, allgather, reduce-scatter and barrier: the transport's own collective where it has
+ * one (the host transport: the MPI library's), else the algorithm over point-to-point. */
+ddp_status_t ddp__coll_exec(ddp__ctx_t *x, const ddp__call_t *call) {
+  ddp_algo_t want = call->opts ? call->opts->algo : DDP_ALGO_AUTO;
+  size_t n = call->count;
+  if (call->kind == DDP__COLL_ALLREDUCE) { /* the hot path first */
+    const ddp__algo_t *al = call->algo;
+    if (!al) {
+      ddp__ar_t a = {call->send, call->recv, n, call->dtype,
+                     call->op == DDP_AVG ? DDP_SUM : call->op};
+      DDP_TRY(ddp__select(x->c, want, x, &a, &al));
+    }
+    return ddp__allreduce_exec(x, al, call->send, call->recv, n, call->dtype, call->op);
+  }
+  const ddp__xport_t *xp = x->xp;
+  size_t es = call->kind == DDP__COLL_BARRIER ? 0 : ddp_dtype_size(call->dtype);
+  size_t bytes = n * es;
+  switch (call->kind) {
+    case DDP__COLL_ALLREDUCE: break; /* above */
+    case DDP__COLL_BROADCAST:
+      x->desc.algo = xp->bcast ? "mpi" : "tree";
+      return xp->bcast ? xp->bcast(x, call->recv, bytes, call->root)
+                       : ddp__bcast_tree(x, call->recv, bytes, call->root);
+    case DDP__COLL_ALLGATHER: {
+      x->desc.algo = xp->allgather ? "mpi" : "ring";
+      if (xp->allgather) return xp->allgather(x, call->send, call->recv, bytes);
+      DDP_TRY(xp->copy(x, (char *)call->recv + (size_t)x->rank * bytes, call->send, bytes));
+      return ddp__allgather_ring(x, call->recv, bytes);
+    }
+    case DDP__COLL_REDUCE_SCATTER: {
+      if (n == 0) return DDP_OK;
+      ddp_op_t op = call->op == DDP_AVG ? DDP_SUM : call->op;
+      if (xp->reduce_scatter) {
+        x->desc.algo = "mpi";
+        DDP_TRY(xp->reduce_scatter(x, call->send, call->recv, n, call->dtype, op));
+      } else {
+        size_t total = n * (size_t)x->size;
+        ddp__ar_t a = {call->send, call->recv, total, call->dtype, op};
+        const ddp__algo_t *al = NULL;
+        DDP_TRY(ddp__select(x->c, want, x, &a, &al));
+        x->desc.algo = al->name;
+        DDP_TRY(ddp__reduce_scatter_allreduce(x, al, call->send, call->recv, n, call->dtype, op));
+      }
+      if (call->op == DDP_AVG) DDP_TRY(xp->scale(x, call->recv, n, call->dtype, (double)x->size));
+      return DDP_OK;
+    }
+    case DDP__COLL_BARRIER:
+      x->desc.algo = "mpi";
+      if (!xp->barrier)
+        return ddp__error(DDP_EINTERNAL, "transport %s has no barrier", xp->name);
+      return xp->barrier(x);
+  }
+  return ddp__error(DDP_EINTERNAL, "collective kind %d is invalid", (int)call->kind);
 }

@@ -16,8 +16,8 @@ typedef struct ddp_request ddp_request_t;
 
 /* Per-call options; NULL means all defaults. Initialise with ddp_coll_opts_default(). */
 typedef struct ddp_coll_opts {
-  const char *algo; /* NULL or "auto": selection table; else "mpi", "ring", "rhd", "shm",
-                       "hier" (overrides DDP_ALLREDUCE_ALGO for this call) */
+  ddp_algo_t algo;  /* DDP_ALGO_AUTO: DDP_ALLREDUCE_ALGO, else the selection table; another
+                       value forces that allreduce algorithm for this call */
   ddp_mem_t mem;    /* where the buffers live (DDP_MEM_HOST default) */
   void *stream;     /* cudaStream_t the data is ordered on, for DDP_MEM_CUDA */
   int tag;          /* caller's label for diagnostics (bucket index), -1 if none */
@@ -79,12 +79,24 @@ DDP_API ddp_status_t ddp_waitall(size_t n, ddp_request_t **reqs);
 DDP_API ddp_status_t ddp_alloc(ddp_comm_t *comm, size_t bytes, void **ptr);
 DDP_API ddp_status_t ddp_free(ddp_comm_t *comm, void *ptr);
 
-/* Names of the allreduce algorithms, NULL-terminated ("auto" first). */
+/* Names of the allreduce algorithms, NULL-terminated ("auto" first), in ddp_algo_t order. */
 DDP_API const char *const *ddp_allreduce_algos(void);
 /* What `auto` (or the forced name) would run for this call; *name stays valid forever. */
 DDP_API ddp_status_t ddp_allreduce_choice(ddp_comm_t *comm, const void *buf, size_t count,
                                           ddp_dtype_t dtype, const ddp_coll_opts_t *opts,
                                           const char **name);
+
+/* Which transport device-memory collectives use on this communicator: `requested` resolved
+ * (DDP_TRANSPORT_AUTO: this communicator's current choice, ddp_device_set_transport or
+ * DDP_TRANSPORT, then auto), never DDP_TRANSPORT_AUTO in *out. DDP_ENOTSUP when it cannot run. */
+DDP_API ddp_status_t ddp_device_transport(ddp_comm_t *comm, ddp_transport_t requested,
+                                          ddp_transport_t *out);
+/* Makes `transport` the transport of this communicator's later device collectives,
+ * overriding DDP_TRANSPORT (for side-by-side comparisons in one run; DDP_TRANSPORT_AUTO:
+ * pick automatically again). Every rank must make the same call at the same point, with no
+ * device collective in flight. DDP_ENOTSUP when that transport cannot run here (the message
+ * says why). */
+DDP_API ddp_status_t ddp_device_set_transport(ddp_comm_t *comm, ddp_transport_t transport);
 
 #ifdef __cplusplus
 }

@@ -2,7 +2,8 @@
 # ci/check-layers.sh passes on this tree and build, and fails, naming the culprit, on a copy of
 # the sources with an upward #include planted (device.c including the collectives' header) and
 # on a copy of the build's layer objects with an upward call planted (an object of the core
-# layer calling the collectives' ddp__coll_comm_init).
+# layer calling the collectives' ddp__coll_comm_init), and on a copy of the sources with an
+# algorithm file that includes mpi.h and names an MPI symbol.
 # Usage: check_layers.sh SOURCE_DIR BUILD_DIR CC
 set -euo pipefail
 src=$1 build=$2 cc=$3
@@ -42,4 +43,12 @@ printf 'void ddp__coll_comm_init(void *c);\nvoid ddp__planted(void) { ddp__coll_
 expect_fail "an upward call" \
   "planted.c.o: layer core calls ddp__coll_comm_init of the higher layer collectives" \
   "$tmp/src/$check" "$tmp/build"
-echo "check_layers: PASS (passes as it is; refuses a planted upward include and call)"
+echo "4. MPI planted into a copy of an algorithm file"
+alg=collectives/algorithms/allreduce_ring.c
+printf '#include <mpi.h>\nstatic int planted(void) { return MPI_Barrier(MPI_COMM_WORLD); }\n' \
+  >>"$tmp/src/$alg"
+expect_fail "an algorithm including mpi.h" "$alg includes mpi.h" "$tmp/src/$check" "$build"
+expect_fail "an algorithm naming MPI" "$alg names MPI symbols (MPI_Barrier MPI_COMM_WORLD)" \
+  "$tmp/src/$check" "$build"
+cp "$src/$alg" "$tmp/src/$alg"
+echo "check_layers: PASS (passes as it is; refuses a planted upward include and call, and MPI in an algorithm)"

@@ -17,7 +17,7 @@ static void run_case(ddp_comm_t *comm, const char *algo, ddp_dtype_t dt, ddp_op_
   size_t es = ddp_dtype_size(dt);
   ddp_coll_opts_t o;
   ddp_coll_opts_default(&o);
-  o.algo = algo;
+  CHECK(ddp_algo_parse(algo, &o.algo) == DDP_OK, "%s", ddp_last_error());
   coll_fill(sbuf, dt, n, rank_, op);
   if (inplace) memcpy(rbuf, sbuf, n * es);
   else memset(rbuf, 0xA5, n * es);
@@ -89,7 +89,7 @@ int main(int argc, char **argv) {
   for (char *save = NULL, *algo = strtok_r(list, ",", &save); algo; algo = strtok_r(NULL, ",", &save)) {
     ddp_coll_opts_t o;
     ddp_coll_opts_default(&o);
-    o.algo = algo;
+    CHECK(ddp_algo_parse(algo, &o.algo) == DDP_OK, "%s", ddp_last_error());
     const char *chosen = NULL;
     st = ddp_allreduce_choice(comm, rbuf, 1000, DDP_F32, &o, &chosen);
     if (st != DDP_OK) {

@@ -91,8 +91,8 @@ static void test_many_inflight(ddp_comm_t *comm) {
     ddp_coll_opts_default(&o);
     /* Algorithms that cannot run here fall back to auto. */
     const char *nm = NULL;
-    o.algo = names[j % nnames];
-    if (ddp_allreduce_choice(comm, bufs[j], ns[j], DDP_F32, &o, &nm) != DDP_OK) o.algo = NULL;
+    o.algo = (ddp_algo_t)(j % nnames);
+    if (ddp_allreduce_choice(comm, bufs[j], ns[j], DDP_F32, &o, &nm) != DDP_OK) o.algo = DDP_ALGO_AUTO;
     o.tag = j;
     if (j % 9 == 4) CHECK_OK(ddp_ibarrier(comm, &rq[j]));
     else CHECK_OK(ddp_iallreduce(comm, DDP_IN_PLACE, bufs[j], ns[j], DDP_F32, DDP_SUM, &o, &rq[j]));
@@ -152,10 +152,29 @@ static void test_names(ddp_comm_t *comm) {
   CHECK(nm && *nm, "auto choice is empty");
   ddp_coll_opts_t o;
   ddp_coll_opts_default(&o);
-  o.algo = "bogus";
-  CHECK_ST(ddp_allreduce_choice(comm, &x, 1, DDP_F32, &o, &nm), DDP_EINVAL);
+  for (int a = 0; a < DDP_ALGO_COUNT; a++) {
+    ddp_algo_t back = DDP_ALGO_COUNT;
+    CHECK_OK(ddp_algo_parse(ddp_algo_name((ddp_algo_t)a), &back));
+    CHECK(back == (ddp_algo_t)a, "ddp_algo_parse(ddp_algo_name(%d)) gave %d", a, (int)back);
+  }
+  ddp_algo_t keep = DDP_ALGO_RING;
+  CHECK_ST(ddp_algo_parse("bogus", &keep), DDP_EINVAL);
   CHECK_MSG("bogus");
   CHECK_MSG("mpi");
+  CHECK(keep == DDP_ALGO_RING, "ddp_algo_parse wrote its output on error");
+  CHECK_ST(ddp_algo_parse(NULL, &keep), DDP_EINVAL);
+  CHECK_ST(ddp_algo_parse("ring", NULL), DDP_EINVAL);
+  CHECK(!strcmp(ddp_algo_name((ddp_algo_t)99), "?"), "ddp_algo_name(99) is not ?");
+  ddp_transport_t t = DDP_TRANSPORT_NCCL;
+  CHECK_OK(ddp_transport_parse("staged", &t));
+  CHECK(t == DDP_TRANSPORT_STAGED && !strcmp(ddp_transport_name(t), "staged"), "transport staged");
+  CHECK_ST(ddp_transport_parse("carrier-pigeon", &t), DDP_EINVAL);
+  CHECK_MSG("carrier-pigeon");
+  CHECK(t == DDP_TRANSPORT_STAGED, "ddp_transport_parse wrote its output on error");
+  CHECK(!strcmp(ddp_transport_name((ddp_transport_t)-1), "?"), "ddp_transport_name(-1) is not ?");
+  o.algo = (ddp_algo_t)42;
+  CHECK_ST(ddp_allreduce_choice(comm, &x, 1, DDP_F32, &o, &nm), DDP_EINVAL);
+  CHECK_MSG("42");
 }
 
 static void test_bad_inputs(ddp_comm_t *comm) {
@@ -176,11 +195,14 @@ static void test_bad_inputs(ddp_comm_t *comm) {
   CHECK_MSG("overflow");
   CHECK_ST(ddp_allreduce(comm, out + 1, out, 4, DDP_F32, DDP_SUM, NULL), DDP_EINVAL);
   CHECK_MSG("overlap");
-  o.algo = "nosuch";
+  o.algo = (ddp_algo_t)77;
   CHECK_ST(ddp_allreduce(comm, in, out, 8, DDP_F32, DDP_SUM, &o), DDP_EINVAL);
-  CHECK_MSG("nosuch");
-  CHECK_MSG("valid: auto, mpi");
-  o.algo = NULL;
+  CHECK_MSG("77");
+  CHECK_MSG("auto mpi");
+  o.algo = (ddp_algo_t)-1;
+  CHECK_ST(ddp_broadcast(comm, out, 8, DDP_F32, 0, &o), DDP_EINVAL);
+  CHECK_MSG("-1");
+  o.algo = DDP_ALGO_AUTO;
   o.mem = (ddp_mem_t)9;
   CHECK_ST(ddp_allreduce(comm, in, out, 8, DDP_F32, DDP_SUM, &o), DDP_EINVAL);
   CHECK_MSG("mem");

@@ -25,7 +25,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < n; i++) b[i] = (uint8_t)((i + (size_t)rank) % 5);
     ddp_coll_opts_t o;
     ddp_coll_opts_default(&o);
-    o.algo = algo;
+    CHECK_OK(ddp_algo_parse(algo, &o.algo));
     double t0 = MPI_Wtime();
     CHECK_OK(ddp_allreduce(comm, DDP_IN_PLACE, b, n, DDP_U8, DDP_SUM, &o));
     size_t bad = 0;

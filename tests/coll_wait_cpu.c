@@ -39,7 +39,7 @@ static double one(ddp_comm_t *comm, int rank, const char *algo, size_t count, in
   for (size_t i = 0; i < count; i++) buf[i] = (float)((rank + 1) * (int)(i % 1000));
   ddp_coll_opts_t o;
   ddp_coll_opts_default(&o);
-  o.algo = algo;
+  CHECK_OK(ddp_algo_parse(algo, &o.algo));
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank != 0 && delay_s > 0.0) {
     struct timespec ts = {(time_t)delay_s, (long)((delay_s - (double)(time_t)delay_s) * 1e9)};

@@ -149,7 +149,7 @@ static void test_probe(ddp_comm_t *comm) {
   ddp__comm_t *c = impl_of(comm);
   ddp__comm_t saved;
   memcpy(&saved, c, sizeof saved); /* the probe's fields are put back one by one below */
-  const char *name = NULL;
+  ddp_transport_t name = DDP_TRANSPORT_AUTO;
 
   /* As many GPUs as ranks on the host: one each, bound, nothing shared. */
   fake_cuda_set_devices(size);
@@ -162,7 +162,7 @@ static void test_probe(ddp_comm_t *comm) {
   char bus[32];
   snprintf(bus, sizeof bus, "0000:%02X:00.0", 0x10 + c->device);
   CHECK(!strcmp(c->gpu_busid, bus), "bus id %s, expected %s", c->gpu_busid, bus);
-  CHECK_OK(ddp_device_transport(comm, "staged", &name));
+  CHECK_OK(ddp_device_transport(comm, DDP_TRANSPORT_STAGED, &name));
 
   /* One GPU for all ranks: every rank refuses nccl with the same reason. */
   fake_cuda_set_devices(1);
@@ -173,10 +173,10 @@ static void test_probe(ddp_comm_t *comm) {
             strstr(c->gpu_shared_reason, "0000:10:00.0"),
         "reason: %s", c->gpu_shared_reason);
   CHECK(same_on_all_ranks(c->gpu_shared_reason), "ranks differ on the reason: %s", c->gpu_shared_reason);
-  CHECK_ST(ddp_device_transport(comm, "nccl", &name), DDP_ENOTSUP);
+  CHECK_ST(ddp_device_transport(comm, DDP_TRANSPORT_NCCL, &name), DDP_ENOTSUP);
   CHECK_MSG("share their GPU");
-  CHECK_ST(ddp_device_set_transport(comm, "nccl"), DDP_ENOTSUP);
-  CHECK_OK(ddp_device_transport(comm, "staged", &name));
+  CHECK_ST(ddp_device_set_transport(comm, DDP_TRANSPORT_NCCL), DDP_ENOTSUP);
+  CHECK_OK(ddp_device_transport(comm, DDP_TRANSPORT_STAGED, &name));
 
   /* DDP_DEVICE=1 everywhere: the same GPU again. */
   fake_cuda_set_devices(2);
@@ -262,7 +262,7 @@ static void env_close(env_t *v) {
 /* One collective through ddp__nccl_run, its input event recorded as a post records it. */
 static ddp_status_t run(env_t *v, ddp__coll_kind_t kind, const void *send, void *recv, size_t n,
                         ddp_dtype_t dt, ddp_op_t op, int root) {
-  ddp__dev_call_t call = {kind, send, recv, n, dt, op, root, &v->o, NULL};
+  ddp__call_t call = {kind, send, recv, n, dt, op, root, &v->o, NULL, NULL};
   ddp_status_t st = ddp__coll_device_post(v->c, kind, v->s, &call.ev_in);
   if (st != DDP_OK) return st;
   st = ddp__nccl_run(v->dc, &call, v->s);
@@ -386,8 +386,8 @@ static void test_nccl_failure(scenario_t sc, ddp_status_t want, const char *msg)
     CHECK(fake_nccl.init_calls == inits && fake_nccl.uniqueid_calls == ids,
           "NCCL creation retried after a failure: %d -> %d creations, %d -> %d ids", inits,
           fake_nccl.init_calls, ids, fake_nccl.uniqueid_calls);
-    const char *name = NULL;
-    CHECK_ST(ddp_device_transport(v.comm, "nccl", &name), DDP_ENOTSUP);
+    ddp_transport_t name = DDP_TRANSPORT_AUTO;
+    CHECK_ST(ddp_device_transport(v.comm, DDP_TRANSPORT_NCCL, &name), DDP_ENOTSUP);
     CHECK_MSG("not tried again");
     /* Aborted wherever a communicator existed: not where creation itself failed. */
     int had = sc != S_UNIQUEID && !(sc == S_INIT_RANK1 && rank == size - 1);

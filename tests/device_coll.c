@@ -101,7 +101,7 @@ static void test_algos(const char *tp, ddp_stream_t *s) {
       ddp_coll_opts_default(&o);
       o.mem = DDP_MEM_CUDA;
       o.stream = s;
-      o.algo = algos[a];
+      CHECK_OK(ddp_algo_parse(algos[a], &o.algo));
       CHECK_OK(ddp_allreduce(comm, DDP_IN_PLACE, d, n, t, DDP_SUM, &o));
       CHECK_OK(ddp_memcpy_async(comm, h, d, n * es, s));
       CHECK_OK(ddp_stream_synchronize(comm, s));
@@ -372,17 +372,17 @@ static void test_bad(void) {
     CHECK_ST(ddp_allreduce(comm, DDP_IN_PLACE, d, 16, DDP_F32, DDP_SUM, &o), DDP_EINVAL);
     CHECK_MSG("opts->stream");
     o.stream = NULL;
-    CHECK_ST(ddp_device_set_transport(comm, "nccl"), DDP_ENOTSUP);
+    CHECK_ST(ddp_device_set_transport(comm, DDP_TRANSPORT_NCCL), DDP_ENOTSUP);
     CHECK_MSG("transport 'nccl'");
   }
-  CHECK_ST(ddp_device_set_transport(comm, "carrier-pigeon"), DDP_EINVAL);
-  CHECK_MSG("carrier-pigeon");
-  CHECK_ST(ddp_device_set_transport(NULL, "mpi"), DDP_EINVAL);
-  if (ddp_device_set_transport(comm, "mpi") == DDP_OK) {
-    o.algo = "mpi";
+  CHECK_ST(ddp_device_set_transport(comm, (ddp_transport_t)9), DDP_EINVAL);
+  CHECK_MSG("9");
+  CHECK_ST(ddp_device_set_transport(NULL, DDP_TRANSPORT_MPI), DDP_EINVAL);
+  if (ddp_device_set_transport(comm, DDP_TRANSPORT_MPI) == DDP_OK) {
+    o.algo = DDP_ALGO_MPI;
     CHECK_ST(ddp_allreduce(comm, DDP_IN_PLACE, d, 16, DDP_F32, DDP_SUM, &o), DDP_EINVAL);
-    CHECK_MSG("ring or rhd");
-    o.algo = NULL;
+    CHECK_MSG("ring, rhd");
+    o.algo = DDP_ALGO_AUTO;
   } else {
     CHECK(!emu, "the emulation must accept transport mpi: %s", ddp_last_error());
   }
@@ -416,13 +416,16 @@ int main(int argc, char **argv) {
     int timeout_mode = argc > 1 && !strcmp(argv[1], "timeout");
     for (int k = 0; k < ntps; k++) {
       const char *name = NULL;
-      ddp_status_t st = ddp_device_set_transport(comm, tps[k]);
+      ddp_transport_t want = DDP_TRANSPORT_AUTO, got = DDP_TRANSPORT_AUTO;
+      CHECK_OK(ddp_transport_parse(tps[k], &want));
+      ddp_status_t st = ddp_device_set_transport(comm, want);
       if (st != DDP_OK && !ddp_device_emulated(comm)) {
         if (rank == 0) printf("gpu_coll: transport %s not available: %s\n", tps[k], ddp_last_error());
         continue;
       }
       CHECK_ST(st, DDP_OK);
-      CHECK_OK(ddp_device_transport(comm, NULL, &name));
+      CHECK_OK(ddp_device_transport(comm, DDP_TRANSPORT_AUTO, &got));
+      name = ddp_transport_name(got);
       CHECK(name && !strcmp(name, tps[k]), "transport %s, wanted %s", name ? name : "?", tps[k]);
       if (timeout_mode) {
         test_timeout(tps[k], s);

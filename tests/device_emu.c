@@ -214,17 +214,20 @@ static void test_bad_inputs(ddp_comm_t *comm) {
     CHECK_ST(ddp_stream_synchronize(comm, stale_s), DDP_EINVAL); /* destroyed */
     CHECK_ST(ddp_event_query(comm, stale_ev, &(int){0}), DDP_EINVAL);
   }
-  const char *name = NULL;
-  CHECK_ST(ddp_device_transport(comm, "tcp", &name), DDP_EINVAL);
+  ddp_transport_t t = DDP_TRANSPORT_NCCL;
+  CHECK_ST(ddp_transport_parse("tcp", &t), DDP_EINVAL);
   CHECK_MSG("tcp");
-  if (emu) CHECK_ST(ddp_device_transport(comm, "nccl", &name), DDP_ENOTSUP);
-  CHECK_OK(ddp_device_transport(comm, "staged", &name));
-  CHECK(name && !strcmp(name, "staged"), "transport %s", name ? name : "(null)");
+  CHECK_ST(ddp_device_transport(comm, (ddp_transport_t)7, &t), DDP_EINVAL);
+  CHECK_MSG("7");
+  CHECK(t == DDP_TRANSPORT_NCCL, "output written on error");
+  if (emu) CHECK_ST(ddp_device_transport(comm, DDP_TRANSPORT_NCCL, &t), DDP_ENOTSUP);
+  CHECK_OK(ddp_device_transport(comm, DDP_TRANSPORT_STAGED, &t));
+  CHECK(t == DDP_TRANSPORT_STAGED, "transport %s", ddp_transport_name(t));
   ddp_comm_info_t info;
   CHECK_OK(ddp_comm_info(comm, &info));
-  CHECK_OK(ddp_device_transport(comm, "auto", &name));
-  CHECK(name && !strcmp(name, info.cuda_aware ? "mpi" : "staged"), "auto with cuda_aware=%d gave %s",
-        info.cuda_aware, name ? name : "(null)");
+  CHECK_OK(ddp_device_transport(comm, DDP_TRANSPORT_AUTO, &t));
+  CHECK(t == (info.cuda_aware ? DDP_TRANSPORT_MPI : DDP_TRANSPORT_STAGED),
+        "auto with cuda_aware=%d gave %s", info.cuda_aware, ddp_transport_name(t));
   CHECK_OK(ddp_host_free_pinned(comm, h));
   CHECK_OK(ddp_device_free(comm, p));
   CHECK_ST(ddp_device_free(comm, p), DDP_EINVAL); /* double free */
@@ -248,8 +251,8 @@ int main(int argc, char **argv) {
       CHECK_ST(ddp_device_malloc(comm, 64, &p), DDP_ENOTSUP);
       CHECK_MSG("DDP_DEVICE_EMULATE");
       CHECK(p == NULL, "output written on error");
-      const char *name = NULL;
-      CHECK_ST(ddp_device_transport(comm, NULL, &name), DDP_ENOTSUP);
+      ddp_transport_t t = DDP_TRANSPORT_AUTO;
+      CHECK_ST(ddp_device_transport(comm, DDP_TRANSPORT_AUTO, &t), DDP_ENOTSUP);
       float x[4] = {1, 2, 3, 4};
       ddp_coll_opts_t o;
       ddp_coll_opts_default(&o);

@@ -221,9 +221,11 @@ static void bench_copy(size_t maxb, int iters) {
 
 static void bench_allreduce(size_t minb, size_t maxb, size_t factor, int iters, char *list) {
   const char *tps[3];
+  ddp_transport_t tpv[3];
   int ntp = 0;
   for (char *tok = strtok(list, ","); tok && ntp < 3; tok = strtok(NULL, ",")) {
-    if (ddp_device_set_transport(comm, tok) != DDP_OK) {
+    if (ddp_transport_parse(tok, &tpv[ntp]) != DDP_OK ||
+        ddp_device_set_transport(comm, tpv[ntp]) != DDP_OK) {
       if (rank == 0) printf("# transport %s skipped: %s\n", tok, ddp_last_error());
       continue;
     }
@@ -253,7 +255,7 @@ static void bench_allreduce(size_t minb, size_t maxb, size_t factor, int iters, 
     size_t count = b / es ? b / es : 1;
     if (rank == 0) printf("  %12zu %10zu", count * es, count);
     for (int k = 0; k < ntp; k++) {
-      CHECK_OK(ddp_device_set_transport(comm, tps[k]));
+      CHECK_OK(ddp_device_set_transport(comm, tpv[k]));
       long mine[2] = {0, 0}, all[2] = {0, 0};
       long w = checked_allreduce(tps[k], d, d2, h, count, &seed);
       mine[0] = w < 0, mine[1] = w > 0 ? w : 0;

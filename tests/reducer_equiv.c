@@ -94,7 +94,7 @@ static void run(const char *algo, int views, int caps, int accum, int predivided
                          .name = NULL, .grad = a.grad[i]};
   ddp_reducer_opts_t o;
   ddp_reducer_opts_default(&o);
-  o.algo = algo;
+  if (algo) CHECK_OK(ddp_algo_parse(algo, &o.algo));
   o.grad_as_bucket_view = views;
   o.predivided = predivided;
   o.bucket_cap_mb = caps == 2 ? 1e-6 : 25.0;

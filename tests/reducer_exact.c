@@ -132,7 +132,7 @@ static int make(world_t *w, const setup_t *s) {
   o.hook = s->hook;
   o.find_unused = s->find_unused;
   o.static_graph = s->static_graph;
-  o.algo = s->algo;
+  if (s->algo) CHECK_OK(ddp_algo_parse(s->algo, &o.algo));
   o.predivided = s->predivided;
   ddp_status_t st = ddp_reducer_create(g_comm, w->params, s->np, &o, &w->r);
   CHECK(st == DDP_OK, "[%s] create: %s", s->label, ddp_last_error());
@@ -464,9 +464,9 @@ static void test_bad_args(void) {
   CHECK_ST(ddp_reducer_create(g_comm, &p, 1, &o, &r), DDP_EINVAL);
   CHECK_MSG("hook 7");
   ddp_reducer_opts_default(&o);
-  o.algo = "bogus";
+  o.algo = (ddp_algo_t)99;
   CHECK_ST(ddp_reducer_create(g_comm, &p, 1, &o, &r), DDP_EINVAL);
-  CHECK_MSG("bogus");
+  CHECK_MSG("99");
   ddp_reducer_opts_default(&o);
   o.find_unused = 2;
   CHECK_ST(ddp_reducer_create(g_comm, &p, 1, &o, &r), DDP_EINVAL);

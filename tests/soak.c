@@ -173,7 +173,7 @@ static void post(ddp_comm_t *comm, slot_t *s, uint64_t k, const char *const *alg
   ddp_status_t st = DDP_OK;
   switch (s->kind) {
     case K_ALLREDUCE: {
-      o.algo = s->algo;
+      if (s->algo) CHECK_OK(ddp_algo_parse(s->algo, &o.algo));
       for (size_t i = 0; i < s->count; i++) set_v(s->send, s->dt, i, (double)val(rank_, i, k, s->op, s->dt));
       if (s->inplace) memcpy(s->recv, s->send, s->count * es);
       else memset(s->recv, 0xEE, s->count * es);
@@ -318,7 +318,7 @@ int main(int argc, char **argv) {
     const char *name = NULL;
     ddp_coll_opts_t o;
     ddp_coll_opts_default(&o);
-    o.algo = *a;
+    CHECK_OK(ddp_algo_parse(*a, &o.algo));
     float probe[64];
     if (ddp_allreduce_choice(comm, probe, 64, DDP_F32, &o, &name) == DDP_OK) algos[nalgos++] = *a;
   }
@@ -333,7 +333,7 @@ int main(int argc, char **argv) {
       for (int ip = 0; ip < 2; ip++) {
         ddp_coll_opts_t o;
         ddp_coll_opts_default(&o);
-        o.algo = i < nalgos ? algos[i] : NULL;
+        if (i < nalgos) CHECK_OK(ddp_algo_parse(algos[i], &o.algo));
         CHECK_OK(ddp_allreduce(comm, ip ? DDP_IN_PLACE : a, b, max_elems_, DDP_F64, DDP_SUM, &o));
       }
     for (int ip = 0; ip < 2; ip++) {

@@ -23,7 +23,7 @@ static ddp_status_t hier_run(ddp__ctx_t *x, const ddp__ar_t *a) {
   size_t es = ddp_dtype_size(a->dtype);
   int n = c->local_size, me = c->local_rank;
   ddp__ctx_t xc = *x; /* the cross-node group */
-  xc.comm = cs->cross;
+  xc.grp = &cs->g_cross;
   xc.rank = cs->cross_rank;
   xc.size = cs->cross_size;
   xc.world_of = cs->cross_world;
@@ -38,7 +38,7 @@ static ddp_status_t hier_run(ddp__ctx_t *x, const ddp__ar_t *a) {
     char *rb = (char *)a->recv + base * es;
     ddp__split(m, n, o, l);
     if (n > 1) st = ddp__shm_reduce_scatter(x, sb, rb, m, a->dtype, a->op);
-    else if (sb != rb) ddp__copy_host(rb, sb, m * es);
+    else st = x->xp->copy(x, rb, sb, m * es);
     if (st != DDP_OK) break;
     if (xc.size > 1 && l[me] > 0) {
       ddp__ar_t shard = {rb + o[me] * es, rb + o[me] * es, l[me], a->dtype, a->op};
@@ -52,4 +52,4 @@ static ddp_status_t hier_run(ddp__ctx_t *x, const ddp__ar_t *a) {
   return st;
 }
 
-const ddp__algo_t ddp__algo_hier = {"hier", hier_supports, hier_run};
+const ddp__algo_t ddp__algo_hier = {"hier", DDP_ALGO_HIER, hier_supports, hier_run};

@@ -137,4 +137,4 @@ static ddp_status_t rhd_run(ddp__ctx_t *x, const ddp__ar_t *a) {
   return DDP_OK;
 }
 
-const ddp__algo_t ddp__algo_rhd = {"rhd", rhd_supports, rhd_run};
+const ddp__algo_t ddp__algo_rhd = {"rhd", DDP_ALGO_RHD, rhd_supports, rhd_run};

@@ -138,4 +138,4 @@ static ddp_status_t ring_run(ddp__ctx_t *x, const ddp__ar_t *a) {
   return st;
 }
 
-const ddp__algo_t ddp__algo_ring = {"ring", ring_supports, ring_run};
+const ddp__algo_t ddp__algo_ring = {"ring", DDP_ALGO_RING, ring_supports, ring_run};

@@ -1,6 +1,7 @@
 /* Algorithm `shm`: intra-node allreduce through memory every rank of the node maps.
  *
- * A per-communicator window (MPI_Win_allocate_shared over the node, created on first use) gives
+ * A per-communicator node-shared segment (the transport's seg_alloc over the node group, created
+ * on first use) gives
  * each rank a control block (barrier counter, buffer descriptors) and a staging area of two
  * halves. Each rank publishes where its input and its result live: inside a ddp_alloc pool
  * window (zero-copy: peers read the user's buffer directly) or in its staging area (copy-in).
@@ -44,12 +45,12 @@
 #define SMALL_BYTES ((size_t)16 << 10) /* at or below: every rank reduces everything */
 #define LOC_STAGE UINT64_MAX
 #define PUSH_PIECE_BYTES ((size_t)128 << 10) /* pool push: reduce then copy while in cache */
+#define CMA_PIECE_BYTES ((size_t)256 << 10) /* cross-memory attach: pull, reduce, push */
+#define TINY_BYTES 48 /* at or below: the data travels in the flag's own cache line */
 
 typedef struct {
   uint64_t id, off; /* pool window id and offset, or LOC_STAGE */
 } loc_t;
-
-#define TINY_BYTES 48 /* at or below: the data travels in the flag's own cache line */
 
 typedef struct {
   _Atomic uint64_t tag; /* sequence number of the call whose data this holds */
@@ -72,7 +73,8 @@ typedef struct {
 } ctrl_t;
 
 struct ddp__shm {
-  MPI_Win win;
+  const ddp__xport_t *xp; /* owner of `seg` */
+  ddp__xhandle_t seg;     /* the node-shared segment */
   int n, me;        /* local size, local rank */
   ctrl_t **ctrl;    /* n entries */
   char **stage;     /* n entries: staging area (2 halves) */
@@ -90,7 +92,7 @@ struct ddp__shm {
 void ddp__shm_free(ddp__coll_t *cs) {
   ddp__shm_t *s = cs->shm;
   if (!s) return;
-  if (s->win != MPI_WIN_NULL) MPI_Win_free(&s->win);
+  if (s->xp && s->seg.live) s->xp->seg_free(&s->seg);
   free(s->ctrl);
   free(s->stage);
   free(s->src);
@@ -110,7 +112,6 @@ static ddp_status_t shm_get(ddp__ctx_t *x, ddp__shm_t **out) {
   ddp__shm_t *s = calloc(1, sizeof *s);
   size_t n = (size_t)c->local_size;
   if (s) {
-    s->win = MPI_WIN_NULL;
     s->ctrl = calloc(n, sizeof *s->ctrl);
     s->stage = calloc(n, sizeof *s->stage);
     s->src = calloc(n, sizeof *s->src);
@@ -128,45 +129,44 @@ static ddp_status_t shm_get(ddp__ctx_t *x, ddp__shm_t **out) {
   int fits = cpus > 0 && cs->host_ranks <= cpus;
   s->spin_s = fits ? DDP__SHM_SPIN_S : DDP__SHM_SPIN_OVERSUB_S;
   s->spin_idle_s = fits ? DDP__SHM_SPIN_IDLE_S : DDP__SHM_SPIN_OVERSUB_S;
-  MPI_Info info;
-  MPI_Info_create(&info);
-  MPI_Info_set(info, "alloc_shared_noncontig", "true");
-  void *base = NULL;
-  /* +64: segments start wherever MPI puts them; every process aligns the same way (the offset
-   * within a page is the same in every mapping). */
-  int rc = MPI_Win_allocate_shared((MPI_Aint)(CTRL_BYTES + 2 * HALF_BYTES + 64), 1, info, cs->node,
-                                   &base, &s->win);
-  MPI_Info_free(&info);
-  if (rc != MPI_SUCCESS) {
-    s->win = MPI_WIN_NULL;
+  if (!x->xp->seg_alloc || !x->xp->barrier || !x->xp->agree_min) {
     ddp__shm_free(cs);
-    return ddp__mpi_error(rc, "MPI_Win_allocate_shared (shm allreduce)");
+    return ddp__error(DDP_EINTERNAL, "shm: transport %s has no node-shared memory", x->xp->name);
   }
-  memset(ddp__align64(base), 0, CTRL_BYTES);
-  for (int q = 0; q < s->n; q++) {
-    MPI_Aint sz = 0;
-    int du = 0;
-    void *pb = NULL;
-    rc = MPI_Win_shared_query(s->win, q, &sz, &du, &pb);
-    if (rc != MPI_SUCCESS) {
-      ddp__shm_free(cs);
-      return ddp__mpi_error(rc, "MPI_Win_shared_query (shm allreduce)");
+  ddp__ctx_t xn = *x; /* the node group */
+  xn.grp = &cs->g_node;
+  xn.rank = c->local_rank;
+  xn.size = c->local_size;
+  xn.world_of = NULL;
+  void **bases = calloc(n, sizeof *bases);
+  if (!bases) {
+    ddp__shm_free(cs);
+    return ddp__error(DDP_ENOMEM, "shm: out of memory");
+  }
+  /* +64: segments start wherever the transport puts them; every process aligns the same way
+   * (the offset within a page is the same in every mapping). */
+  ddp_status_t st = x->xp->seg_alloc(&xn, CTRL_BYTES + 2 * HALF_BYTES + 64, &s->seg, bases);
+  if (st == DDP_OK) {
+    s->xp = x->xp;
+    memset(ddp__align64(bases[s->me]), 0, CTRL_BYTES);
+    for (int q = 0; q < s->n; q++) {
+      s->ctrl[q] = ddp__align64(bases[q]);
+      s->stage[q] = (char *)s->ctrl[q] + CTRL_BYTES;
     }
-    s->ctrl[q] = ddp__align64(pb);
-    s->stage[q] = (char *)s->ctrl[q] + CTRL_BYTES;
   }
+  free(bases);
   /* Every control block is zeroed before anyone's first barrier. */
-  rc = MPI_Barrier(cs->node);
-  if (rc != MPI_SUCCESS) {
+  if (st == DDP_OK) st = x->xp->barrier(&xn);
+  if (st != DDP_OK) {
     ddp__shm_free(cs);
-    return ddp__mpi_error(rc, "MPI_Barrier (shm set-up)");
+    return st;
   }
   /* Cross-memory attach: can each rank read its peers' private memory (ptrace policy)?
    * Every rank tries every peer, and the node agrees on the answer. */
   s->ctrl[s->me]->pid = (int64_t)getpid();
   s->ctrl[s->me]->va_send = (uint64_t)(uintptr_t)&s->ctrl[s->me]->pid;
-  rc = MPI_Barrier(cs->node);
-  int ok = rc == MPI_SUCCESS;
+  st = x->xp->barrier(&xn);
+  int ok = st == DDP_OK;
   for (int q = 0; q < s->n && ok; q++) {
     if (q == s->me) continue;
     int64_t v = 0;
@@ -174,11 +174,11 @@ static ddp_status_t shm_get(ddp__ctx_t *x, ddp__shm_t **out) {
     ok = process_vm_readv((pid_t)s->ctrl[q]->pid, &l, 1, &r, 1, 0) == (ssize_t)sizeof v &&
          v == s->ctrl[q]->pid;
   }
-  int all = 0;
-  rc = MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, cs->node);
-  if (rc != MPI_SUCCESS) {
+  int all = ok;
+  st = x->xp->agree_min(&xn, &all);
+  if (st != DDP_OK) {
     ddp__shm_free(cs);
-    return ddp__mpi_error(rc, "MPI_Allreduce (shm set-up)");
+    return st;
   }
   s->cma_ok = all;
   DDP_LOG(c, DDP_LOG_INFO, "shm allreduce: %d local ranks, cross-memory attach %s", s->n,
@@ -389,7 +389,6 @@ static ddp_status_t shm_small(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
  * process_vm_writev (slice r of any buffer is touched by rank r only, so no barrier is needed
  * in between). One copy per byte moved, as with buffers in the pool. The descriptors (pid,
  * addresses) were published by the caller's barrier. */
-#define CMA_PIECE_BYTES ((size_t)256 << 10)
 static ddp_status_t shm_cma(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) {
   int me = s->me, n = s->n;
   size_t es = ddp_dtype_size(a->dtype);
@@ -483,8 +482,7 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
   }
   /* Everything in the pool: no staging limit, one pass (fewer barriers: each one waits for
    * the slowest rank, which on a shared machine may just have been preempted). Every rank
-   * sees the same descriptors, so all decide alike. Chunk 0's copy-in (if any rank staged)
-   * used HALF-sized chunks, as here. */
+   * sees the same descriptors, so all decide alike. */
   int all_pool = 1;
   for (int q = 0; q < n; q++) all_pool &= s->src[q] != NULL && s->res[q] != NULL;
   if (all_pool && st == DDP_OK) {
@@ -507,6 +505,7 @@ static ddp_status_t shm_large(ddp__ctx_t *x, ddp__shm_t *s, const ddp__ar_t *a) 
     ddp__parts_free(&pt);
     return barrier(x, s); /* nobody leaves while a peer still reads or writes its memory */
   }
+  /* Staged, in HALF_BYTES chunks (chunk 0's copy-in, if any rank staged, was done above). */
   for (size_t base = 0; base < a->count && st == DDP_OK; base += chunk) {
     size_t m = a->count - base < chunk ? a->count - base : chunk;
     size_t h = (s->flip++ & 1) * HALF_BYTES;
@@ -628,4 +627,4 @@ static ddp_status_t shm_run(ddp__ctx_t *x, const ddp__ar_t *a) {
   return shm_large(x, s, a);
 }
 
-const ddp__algo_t ddp__algo_shm = {"shm", shm_supports, shm_run};
+const ddp__algo_t ddp__algo_shm = {"shm", DDP_ALGO_SHM, shm_supports, shm_run};

@@ -55,15 +55,14 @@ static ncclRedOp_t nccl_op(ddp_op_t op) {
 
 /* Makes a failure sticky and aborts the NCCL communicator; returns st (message kept). */
 static ddp_status_t nccl_break(ddp__devcoll_t *dc, ddp_status_t st) {
-  ddp__device_t *d = dc->d;
-  if (d->nccl_status == DDP_OK) {
-    d->nccl_status = st;
-    snprintf(d->nccl_reason, sizeof d->nccl_reason, "%s", ddp_last_error());
+  if (dc->c->coll->nccl_status == DDP_OK) {
+    dc->c->coll->nccl_status = st;
+    snprintf(dc->c->coll->nccl_reason, sizeof dc->c->coll->nccl_reason, "%s", ddp_last_error());
   }
   if (dc->nccl) {
     ncclCommAbort((ncclComm_t)dc->nccl);
     dc->nccl = NULL;
-    DDP_LOG(dc->c, DDP_LOG_WARN, "NCCL communicator aborted: %s", d->nccl_reason);
+    DDP_LOG(dc->c, DDP_LOG_WARN, "NCCL communicator aborted: %s", dc->c->coll->nccl_reason);
   }
   return st;
 }
@@ -150,17 +149,16 @@ static ddp_status_t nccl_create(ddp__devcoll_t *dc, ncclComm_t *out) {
  * (one rank's failure fails all) and sticky. */
 static ddp_status_t nccl_comm(ddp__devcoll_t *dc, ncclComm_t *out) {
   ddp__comm_t *c = dc->c;
-  ddp__device_t *d = dc->d;
   if (dc->nccl) {
     *out = (ncclComm_t)dc->nccl;
     return DDP_OK;
   }
-  if (d->nccl_status != DDP_OK)
-    return ddp__error(d->nccl_status, "NCCL failed on this communicator before and is not "
-                                      "tried again: %s", d->nccl_reason);
+  if (dc->c->coll->nccl_status != DDP_OK)
+    return ddp__error(dc->c->coll->nccl_status, "NCCL failed on this communicator before and is not "
+                                      "tried again: %s", dc->c->coll->nccl_reason);
   ncclComm_t nc = NULL;
   ddp_status_t st = nccl_create(dc, &nc);
-  char why[sizeof d->nccl_reason];
+  char why[sizeof dc->c->coll->nccl_reason];
   snprintf(why, sizeof why, "%s", st != DDP_OK ? ddp_last_error() : "");
   if (st != DDP_ETIMEDOUT) {
     int mine = (int)st, worst = 0;
@@ -192,7 +190,7 @@ static ddp_status_t nccl_comm(ddp__devcoll_t *dc, ncclComm_t *out) {
 }
 
 /* ---- collectives --------------------------------------------------------------------------- */
-static ddp_status_t nccl_enqueue(ddp__devcoll_t *dc, ncclComm_t nc, const ddp__dev_call_t *call,
+static ddp_status_t nccl_enqueue(ddp__devcoll_t *dc, ncclComm_t nc, const ddp__call_t *call,
                                  ddp_stream_t *s) {
   ddp__comm_t *c = dc->c;
   ncclDataType_t t = ncclFloat32;
@@ -227,7 +225,7 @@ static ddp_status_t nccl_enqueue(ddp__devcoll_t *dc, ncclComm_t nc, const ddp__d
   return DDP_OK;
 }
 
-ddp_status_t ddp__nccl_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call, ddp_stream_t *stream) {
+ddp_status_t ddp__nccl_run(ddp__devcoll_t *dc, const ddp__call_t *call, ddp_stream_t *stream) {
   ddp__device_t *d = dc->d;
   const ddp__devimpl_t *im = d->impl;
   ncclComm_t nc = NULL;
@@ -268,7 +266,7 @@ void ddp__nccl_free(ddp__devcoll_t *dc) {
 }
 
 #else
-ddp_status_t ddp__nccl_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call, ddp_stream_t *stream) {
+ddp_status_t ddp__nccl_run(ddp__devcoll_t *dc, const ddp__call_t *call, ddp_stream_t *stream) {
   (void)dc;
   (void)call;
   (void)stream;

@@ -80,24 +80,21 @@ ddp_status_t ddp__staged_pipeline(ddp__devcoll_t *dc, const void *src, void *dst
 /* ---- host work per chunk -------------------------------------------------------------------- */
 typedef struct {
   ddp__comm_t *c;
-  const ddp__dev_call_t *call;
+  const ddp__call_t *call;
   const char *coll;
 } stage_arg_t;
 
 static ddp_status_t chunk_allreduce(void *arg, void *buf, size_t off, size_t count) {
   (void)off;
   stage_arg_t *sa = arg;
-  const ddp__dev_call_t *call = sa->call;
+  const ddp__call_t *call = sa->call;
   ddp__ctx_t x;
   ddp__ctx_world(&x, sa->c, sa->coll, count * ddp_dtype_size(call->dtype),
                  call->opts ? call->opts->tag : -1);
   ddp__ar_t a = {buf, buf, count, call->dtype, call->op == DDP_AVG ? DDP_SUM : call->op};
   const ddp__algo_t *alg = NULL;
-  DDP_TRY(ddp__select(sa->c, call->opts ? call->opts->algo : NULL, &x, &a, &alg));
-  x.desc.algo = alg->name;
-  DDP_TRY(alg->run(&x, &a));
-  if (call->op == DDP_AVG) ddp__scale_host(buf, count, call->dtype, (double)sa->c->size);
-  return DDP_OK;
+  DDP_TRY(ddp__select(sa->c, call->opts ? call->opts->algo : DDP_ALGO_AUTO, &x, &a, &alg));
+  return ddp__allreduce_exec(&x, alg, buf, buf, count, call->dtype, call->op);
 }
 
 static ddp_status_t chunk_bcast(void *arg, void *buf, size_t off, size_t count) {
@@ -107,10 +104,10 @@ static ddp_status_t chunk_bcast(void *arg, void *buf, size_t off, size_t count) 
   ddp__ctx_t x;
   ddp__ctx_world(&x, sa->c, "broadcast", bytes, sa->call->opts ? sa->call->opts->tag : -1);
   x.desc.algo = "staged-tree";
-  return ddp__dev_bcast_tree(&x, buf, bytes, sa->call->root);
+  return ddp__bcast_tree(&x, buf, bytes, sa->call->root);
 }
 
-static ddp_status_t staged_allgather(ddp__devcoll_t *dc, const ddp__dev_call_t *call) {
+static ddp_status_t staged_allgather(ddp__devcoll_t *dc, const ddp__call_t *call) {
   ddp__comm_t *c = dc->c;
   ddp__device_t *d = dc->d;
   size_t blk = call->count * ddp_dtype_size(call->dtype), size = (size_t)c->size;
@@ -121,12 +118,12 @@ static ddp_status_t staged_allgather(ddp__devcoll_t *dc, const ddp__dev_call_t *
   ddp__ctx_t x;
   ddp__ctx_world(&x, c, "allgather", blk, call->opts ? call->opts->tag : -1);
   x.desc.algo = "staged-ring";
-  DDP_TRY(ddp__dev_allgather_ring(&x, h, blk));
+  DDP_TRY(ddp__allgather_ring(&x, h, blk));
   DDP_TRY(d->impl->memcpy_async(d, call->recv, h, blk * size, dc->s_h2d));
   return d->impl->stream_sync(d, dc->s_h2d);
 }
 
-ddp_status_t ddp__staged_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call) {
+ddp_status_t ddp__staged_run(ddp__devcoll_t *dc, const ddp__call_t *call) {
   ddp__comm_t *c = dc->c;
   size_t es = ddp_dtype_size(call->dtype), n = call->count;
   stage_arg_t sa = {c, call, "allreduce"};

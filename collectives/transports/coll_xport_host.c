@@ -1,9 +1,10 @@
-/* The host-memory transport: MPI point-to-point on the layer's own communicators and the CPU
- * reduction kernels; the reference implementation of the interface in coll_internal.h. */
+/* The host-memory transport: MPI point-to-point on the layer's own communicators, the MPI
+ * library's own collectives (coll_mpi_coll.c), node-shared windows and the CPU reduction
+ * kernels; the reference implementation of the interface in coll_internal.h. */
 #include <limits.h>
 #include <stdlib.h>
 
-#include "coll_internal.h"
+#include "xport_mpi.h"
 
 #define PART_BYTES ((size_t)1 << 30)
 
@@ -16,13 +17,15 @@ static ddp_status_t host_post(ddp__ctx_t *x, void *buf, size_t bytes, int peer, 
   if (parts > DDP__XREQ_PARTS)
     return ddp__error(DDP_EINTERNAL, "message of %zu bytes exceeds the transport's %zu-byte limit",
                       bytes, (size_t)DDP__XREQ_PARTS * PART_BYTES);
+  MPI_Comm comm = ddp__ctx_comm(x);
+  MPI_Request *mr = ddp__xreq_mpi(req);
   for (size_t i = 0; i < parts; i++) {
     size_t off = i * PART_BYTES;
     int n = (int)(bytes - off < PART_BYTES ? bytes - off : PART_BYTES);
-    int rc = send ? MPI_Isend((char *)buf + off, n, MPI_BYTE, peer, tag, x->comm, &req->mpi[i])
-                  : MPI_Irecv((char *)buf + off, n, MPI_BYTE, peer, tag, x->comm, &req->mpi[i]);
+    int rc = send ? MPI_Isend((char *)buf + off, n, MPI_BYTE, peer, tag, comm, &mr[i])
+                  : MPI_Irecv((char *)buf + off, n, MPI_BYTE, peer, tag, comm, &mr[i]);
     if (rc != MPI_SUCCESS) return ddp__mpi_error(rc, send ? "MPI_Isend" : "MPI_Irecv");
-    req->nmpi = (int)i + 1;
+    req->nparts = (int)i + 1;
   }
   return DDP_OK;
 }
@@ -43,20 +46,21 @@ static ddp_status_t host_wait(ddp__ctx_t *x, int n, ddp__xreq_t *reqs) {
   int peers[MAXR];
   int k = 0;
   for (int i = 0; i < n; i++) {
-    for (int j = 0; j < reqs[i].nmpi; j++) {
-      if (reqs[i].mpi[j] == MPI_REQUEST_NULL) continue;
+    MPI_Request *rq = ddp__xreq_mpi(&reqs[i]);
+    for (int j = 0; j < reqs[i].nparts; j++) {
+      if (rq[j] == MPI_REQUEST_NULL) continue;
       if (k == MAXR) {
         ddp__wait_desc_t d = x->desc;
         d.peers = peers;
         DDP_TRY(ddp__wait_all(x->c, k, mr, &d));
         k = 0;
       }
-      mr[k] = reqs[i].mpi[j];
+      mr[k] = rq[j];
       peers[k] = x->world_of ? x->world_of[reqs[i].peer] : reqs[i].peer; /* world ranks */
       k++;
-      reqs[i].mpi[j] = MPI_REQUEST_NULL;
+      rq[j] = MPI_REQUEST_NULL;
     }
-    reqs[i].nmpi = 0;
+    reqs[i].nparts = 0;
   }
   if (k == 0) return DDP_OK;
   ddp__wait_desc_t d = x->desc;
@@ -111,14 +115,28 @@ const ddp__xport_t ddp__xport_host = {
     .copy = host_copy,
     .scale = host_scale,
     .scratch = host_scratch,
+    .allreduce = ddp__mpi_allreduce,
+    .bcast = ddp__mpi_bcast,
+    .allgather = ddp__mpi_allgather,
+    .reduce_scatter = ddp__mpi_reduce_scatter,
+    .barrier = ddp__mpi_barrier,
+    .agree_min = ddp__mpi_agree_min,
+    .seg_alloc = ddp__mpi_seg_alloc,
+    .seg_free = ddp__mpi_seg_free,
 };
+
+void ddp__coll_groups(ddp__coll_t *cs) {
+  ddp__xh_set_comm(&cs->g_world, cs->world);
+  ddp__xh_set_comm(&cs->g_node, cs->node);
+  ddp__xh_set_comm(&cs->g_cross, cs->cross);
+}
 
 void ddp__ctx_world(ddp__ctx_t *x, ddp__comm_t *c, const char *coll, size_t bytes, int tag) {
   x->c = c;
   x->cs = c->coll;
   x->xp = &ddp__xport_host;
   x->xstate = NULL;
-  x->comm = c->coll->world;
+  x->grp = &c->coll->g_world;
   x->rank = c->rank;
   x->size = c->size;
   x->world_of = NULL;

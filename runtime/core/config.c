@@ -20,18 +20,16 @@ static const char *const ddp__known_vars[] = {
     "DDP_ON_TIMEOUT",     "DDP_CHECK",        "DDP_REQUIRE_GPU",  "DDP_WORLD_SIZE",
     NULL};
 
-static const char *const ddp__algos[] = {"auto", "mpi", "ring", "rhd", "shm", "hier", NULL};
-
 void ddp__config_defaults(ddp__config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->debug = DDP_LOG_WARN;
   cfg->ranks_per_node = 0;
   cfg->device = -1;
   cfg->cuda_aware = -1;
-  strcpy(cfg->allreduce_algo, "auto");
+  cfg->allreduce_algo = DDP_ALGO_AUTO;
   cfg->staging_chunk = (size_t)4 << 20;
   cfg->staging_depth = 3;
-  cfg->transport = DDP__TRANSPORT_AUTO;
+  cfg->transport = DDP_TRANSPORT_AUTO;
   cfg->timeout_s = 600.0;
   cfg->on_timeout_return = 0;
   cfg->check = 0;
@@ -122,11 +120,8 @@ ddp_status_t ddp__config_load(ddp__config_t *cfg, ddp__getenv_fn get, void *ctx)
     if (!parse_bool(v, &c.cuda_aware)) return bad("DDP_CUDA_AWARE", v, "0 or 1");
   }
   if ((v = get("DDP_ALLREDUCE_ALGO", ctx)) != NULL) {
-    int ok = 0;
-    for (int i = 0; ddp__algos[i]; i++)
-      if (!strcmp(v, ddp__algos[i])) ok = 1;
-    if (!ok) return bad("DDP_ALLREDUCE_ALGO", v, "auto, mpi, ring, rhd, shm, hier");
-    strcpy(c.allreduce_algo, v);
+    if (ddp_algo_parse(v, &c.allreduce_algo) != DDP_OK)
+      return bad("DDP_ALLREDUCE_ALGO", v, "auto, mpi, ring, rhd, shm, hier");
   }
   if ((v = get("DDP_DEVICE_EMULATE", ctx)) != NULL) {
     if (!parse_bool(v, &c.device_emulate)) return bad("DDP_DEVICE_EMULATE", v, "0 or 1");
@@ -145,11 +140,8 @@ ddp_status_t ddp__config_load(ddp__config_t *cfg, ddp__getenv_fn get, void *ctx)
     c.staging_depth = (int)l;
   }
   if ((v = get("DDP_TRANSPORT", ctx)) != NULL) {
-    if (!strcmp(v, "auto")) c.transport = DDP__TRANSPORT_AUTO;
-    else if (!strcmp(v, "mpi")) c.transport = DDP__TRANSPORT_MPI;
-    else if (!strcmp(v, "staged")) c.transport = DDP__TRANSPORT_STAGED;
-    else if (!strcmp(v, "nccl")) c.transport = DDP__TRANSPORT_NCCL;
-    else return bad("DDP_TRANSPORT", v, "auto, mpi, staged, nccl");
+    if (ddp_transport_parse(v, &c.transport) != DDP_OK)
+      return bad("DDP_TRANSPORT", v, "auto, mpi, staged, nccl");
   }
   if ((v = get("DDP_TIMEOUT_S", ctx)) != NULL) {
     char *end = NULL;
@@ -214,7 +206,6 @@ ddp_status_t ddp__config_parse_text(ddp__config_t *cfg, const char *text, size_t
 
 void ddp__config_format(const ddp__config_t *c, char *buf, size_t bytes) {
   static const char *levels[] = {"NONE", "WARN", "INFO", "TRACE"};
-  static const char *transports[] = {"auto", "mpi", "staged", "nccl"};
   snprintf(buf, bytes,
            "DDP_DEBUG=%s DDP_DEBUG_FILE=%s DDP_TIMELINE=%s DDP_RANKS_PER_NODE=%d DDP_DEVICE=%d "
            "DDP_CUDA_AWARE=%d DDP_ALLREDUCE_ALGO=%s DDP_DEVICE_EMULATE=%d DDP_STAGING_CHUNK=%zu "
@@ -222,8 +213,8 @@ void ddp__config_format(const ddp__config_t *c, char *buf, size_t bytes) {
            "DDP_REQUIRE_GPU=%d DDP_WORLD_SIZE=%d",
            levels[c->debug], c->debug_file[0] ? c->debug_file : "(stderr)",
            c->timeline[0] ? c->timeline : "(off)", c->ranks_per_node, c->device, c->cuda_aware,
-           c->allreduce_algo, c->device_emulate, c->staging_chunk, c->staging_depth,
-           transports[c->transport], c->timeout_s, c->on_timeout_return ? "return" : "abort",
+           ddp_algo_name(c->allreduce_algo), c->device_emulate, c->staging_chunk, c->staging_depth,
+           ddp_transport_name(c->transport), c->timeout_s, c->on_timeout_return ? "return" : "abort",
            c->check, c->require_gpu, c->world_size);
 }
 

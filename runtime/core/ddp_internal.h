@@ -39,9 +39,6 @@ DDP_HIDDEN ddp_status_t ddp__mpi_error(int rc, const char *what);
   } while (0)
 
 /* ---- configuration (every DDP_* variable, read and validated in one place) ------------- */
-typedef enum { DDP__TRANSPORT_AUTO = 0, DDP__TRANSPORT_MPI, DDP__TRANSPORT_STAGED,
-               DDP__TRANSPORT_NCCL } ddp__transport_t;
-
 typedef struct ddp__config {
   ddp_log_level_t debug;       /* DDP_DEBUG=NONE|WARN|INFO|TRACE (default WARN) */
   char debug_file[256];        /* DDP_DEBUG_FILE, "" = stderr; %r rank, %h host, %p pid */
@@ -49,12 +46,12 @@ typedef struct ddp__config {
   int ranks_per_node;          /* DDP_RANKS_PER_NODE, 0 = real nodes */
   int device;                  /* DDP_DEVICE, -1 = local_rank % ndev, -2 = "none" (host) */
   int cuda_aware;              /* DDP_CUDA_AWARE, -1 = probe, 0, 1 */
-  char allreduce_algo[16];     /* DDP_ALLREDUCE_ALGO, "auto" default */
+  ddp_algo_t allreduce_algo;   /* DDP_ALLREDUCE_ALGO, auto default */
   int device_emulate;          /* DDP_DEVICE_EMULATE 0|1 */
   int require_gpu;             /* DDP_REQUIRE_GPU 0|1: no CUDA device is an error, not host mode */
   size_t staging_chunk;        /* DDP_STAGING_CHUNK bytes (K/M/G), default 4 MiB */
   int staging_depth;           /* DDP_STAGING_DEPTH 2..4, default 3 */
-  ddp__transport_t transport;  /* DDP_TRANSPORT=auto|mpi|staged|nccl */
+  ddp_transport_t transport;   /* DDP_TRANSPORT=auto|mpi|staged|nccl */
   double timeout_s;            /* DDP_TIMEOUT_S > 0, default 600 */
   int on_timeout_return;       /* DDP_ON_TIMEOUT=abort|return */
   int check;                   /* DDP_CHECK 0|1 */

@@ -72,6 +72,30 @@ typedef enum ddp_mem {
   DDP_MEM_COUNT
 } ddp_mem_t;
 
+/* Allreduce algorithms (opts->algo, DDP_ALLREDUCE_ALGO): AUTO is the selection table; MPI the
+ * MPI library's own allreduce; RING and RHD (recursive halving/doubling) over point-to-point
+ * messages; SHM through node-shared memory (one node); HIER shm within nodes, ring/rhd across. */
+typedef enum ddp_algo {
+  DDP_ALGO_AUTO = 0,
+  DDP_ALGO_MPI,
+  DDP_ALGO_RING,
+  DDP_ALGO_RHD,
+  DDP_ALGO_SHM,
+  DDP_ALGO_HIER,
+  DDP_ALGO_COUNT
+} ddp_algo_t;
+
+/* Transports of device-memory collectives (ddp_device_set_transport, DDP_TRANSPORT): AUTO
+ * picks MPI when it is CUDA-aware, else STAGED; MPI is CUDA-aware MPI on device pointers;
+ * STAGED copies through pinned host chunks; NCCL. */
+typedef enum ddp_transport {
+  DDP_TRANSPORT_AUTO = 0,
+  DDP_TRANSPORT_MPI,
+  DDP_TRANSPORT_STAGED,
+  DDP_TRANSPORT_NCCL,
+  DDP_TRANSPORT_COUNT
+} ddp_transport_t;
+
 /* Message for a status code ("invalid argument"). Never NULL. */
 DDP_API const char *ddp_strerror(ddp_status_t st);
 /* Detail of the last error on this thread ("count 3000000000 exceeds ..."); "" if none. */
@@ -88,6 +112,13 @@ DDP_API const char *ddp_mem_name(ddp_mem_t mem);
 /* Parse "f32"/"float"... into a dtype; DDP_EINVAL naming the text otherwise. */
 DDP_API ddp_status_t ddp_dtype_parse(const char *text, ddp_dtype_t *out);
 DDP_API ddp_status_t ddp_op_parse(const char *text, ddp_op_t *out);
+/* "auto", "mpi", "ring", "rhd", "shm", "hier"; "?" for an invalid value. */
+DDP_API const char *ddp_algo_name(ddp_algo_t algo);
+/* Parse an algorithm name (as ddp_algo_name writes it); DDP_EINVAL naming the text otherwise. */
+DDP_API ddp_status_t ddp_algo_parse(const char *text, ddp_algo_t *out);
+/* "auto", "mpi", "staged", "nccl"; "?" for an invalid value. */
+DDP_API const char *ddp_transport_name(ddp_transport_t transport);
+DDP_API ddp_status_t ddp_transport_parse(const char *text, ddp_transport_t *out);
 
 /* Library version. */
 DDP_API const char *ddp_version(void);

@@ -95,4 +95,34 @@ ddp_status_t ddp_op_parse(const char *text, ddp_op_t *out) {
   return ddp__error(DDP_EINVAL, "op '%s' unknown (allowed: sum avg min max prod)", text);
 }
 
+static const char *const ddp__algo_names[DDP_ALGO_COUNT] = {"auto", "mpi", "ring",
+                                                             "rhd",  "shm", "hier"};
+static const char *const ddp__transport_names[DDP_TRANSPORT_COUNT] = {"auto", "mpi", "staged",
+                                                                      "nccl"};
+
+const char *ddp_algo_name(ddp_algo_t algo) {
+  return ((unsigned)algo < DDP_ALGO_COUNT) ? ddp__algo_names[algo] : "?";
+}
+
+const char *ddp_transport_name(ddp_transport_t t) {
+  return ((unsigned)t < DDP_TRANSPORT_COUNT) ? ddp__transport_names[t] : "?";
+}
+
+ddp_status_t ddp_algo_parse(const char *text, ddp_algo_t *out) {
+  DDP_CHECK_ARG(text != NULL, "text is NULL");
+  DDP_CHECK_ARG(out != NULL, "out is NULL");
+  for (int a = 0; a < DDP_ALGO_COUNT; a++)
+    if (strcmp(text, ddp__algo_names[a]) == 0) return (*out = (ddp_algo_t)a), DDP_OK;
+  return ddp__error(DDP_EINVAL, "algorithm '%s' unknown (allowed: auto mpi ring rhd shm hier)",
+                    text);
+}
+
+ddp_status_t ddp_transport_parse(const char *text, ddp_transport_t *out) {
+  DDP_CHECK_ARG(text != NULL, "text is NULL");
+  DDP_CHECK_ARG(out != NULL, "out is NULL");
+  for (int t = 0; t < DDP_TRANSPORT_COUNT; t++)
+    if (strcmp(text, ddp__transport_names[t]) == 0) return (*out = (ddp_transport_t)t), DDP_OK;
+  return ddp__error(DDP_EINVAL, "transport '%s' unknown (allowed: auto mpi staged nccl)", text);
+}
+
 const char *ddp_version(void) { return DDP_VERSION_STRING; }

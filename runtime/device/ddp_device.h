@@ -89,15 +89,8 @@ DDP_API ddp_status_t ddp_device_nonfinite_async(ddp_comm_t *comm, const void *bu
                                                 ddp_dtype_t dtype, int *flag,
                                                 ddp_stream_t *stream);
 
-/* Which transport device-memory collectives use on this communicator: "mpi" (CUDA-aware
- * MPI), "staged" (pinned host chunks) or "nccl"; `requested` NULL means DDP_TRANSPORT. */
-DDP_API ddp_status_t ddp_device_transport(ddp_comm_t *comm, const char *requested,
-                                          const char **name);
-/* Makes `name` ("auto", "mpi", "staged", "nccl") the transport of this communicator's later
- * device collectives, overriding DDP_TRANSPORT (for side-by-side comparisons in one run).
- * Every rank must make the same call at the same point, with no device collective in flight.
- * DDP_ENOTSUP when that transport cannot run here (the message says why). */
-DDP_API ddp_status_t ddp_device_set_transport(ddp_comm_t *comm, const char *name);
+/* The transport of device-memory collectives: ddp_device_transport and
+ * ddp_device_set_transport in ddp_collectives.h. */
 
 #ifdef __cplusplus
 }

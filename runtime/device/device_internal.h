@@ -84,39 +84,21 @@ DDP_HIDDEN extern const ddp__devimpl_t ddp__devimpl_emu;
 DDP_HIDDEN extern const ddp__devimpl_t ddp__devimpl_cuda;
 #endif
 
-/* The device collectives' state (collectives/coll_device.c: streams, staging buffers, NCCL),
- * created on the first device collective and freed by the collectives' fini hook, which runs
- * before the device's: the device layer never looks inside. */
-struct ddp__devcoll;
-
 struct ddp__device {
   ddp__comm_t *c;
   ddp_device_kind_t kind;
   const ddp__devimpl_t *impl;
   void *state;               /* the implementation's */
   char desc[128];
-  int transport_set;            /* ddp_device_set_transport was called */
-  ddp__transport_t transport;   /* then: its choice, else DDP_TRANSPORT */
-  struct ddp__devcoll *coll; /* created on the first device collective */
   /* Input events of posted device collectives: recorded on the caller's stream when the
    * collective is posted (ddp__device_event_get), returned when it has run. */
   pthread_mutex_t pool_mu;
   ddp_event_t *pool[16];
   int npool;
-  /* NCCL's state is sticky: once creating or running the NCCL communicator failed, every
-   * later nccl collective fails at once with this reason instead of trying again. */
-  ddp_status_t nccl_status;
-  char nccl_reason[256];
 };
 
 /* An event from the pool (created when the pool is empty) and back. */
 DDP_HIDDEN ddp_status_t ddp__device_event_get(ddp__device_t *d, ddp_event_t **ev);
 DDP_HIDDEN void ddp__device_event_put(ddp__device_t *d, ddp_event_t *ev);
-
-/* Resolves DDP_TRANSPORT (or `requested`, "auto|mpi|staged|nccl") for this device: DDP_OK with
- * *t set, or DDP_ENOTSUP/DDP_EINVAL explaining why that transport cannot run here. */
-DDP_HIDDEN ddp_status_t ddp__device_pick_transport(ddp__comm_t *c, const char *requested,
-                                                   ddp__transport_t *t);
-DDP_HIDDEN const char *ddp__transport_name(ddp__transport_t t);
 
 #endif /* DDP_DEVICE_INTERNAL_H */

@@ -41,7 +41,7 @@ typedef struct ddp_reducer_opts {
                              2^-11 (fp16, which also flushes |g|/world < 6e-8 to zero and
                              overflows above 65504) or 2^-8 (bf16) per rounding. */
   int broadcast_params;   /* default 1 */
-  const char *algo;       /* allreduce algorithm, NULL = auto */
+  ddp_algo_t algo;        /* allreduce algorithm, DDP_ALGO_AUTO = auto */
   void *stream;           /* cudaStream_t for device parameters, NULL = default stream */
   int predivided;         /* default 0: finish leaves sum / world size. 1: the application
                              already divides its loss by the world size (gradients are linear in

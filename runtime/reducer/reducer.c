@@ -164,7 +164,7 @@ void ddp__reducer_log_layout(ddp_reducer_t *r, const char *what) {
           what, r->np, r->lay.nb, sizes, r->views ? "on" : "off",
           (r->lay.nb && r->b[0].buf.pooled) ? "node-shared" : "private",
           r->hook == DDP_HOOK_FP16 ? "fp16" : r->hook == DDP_HOOK_BF16 ? "bf16" : "none",
-          r->algo ? r->algo : "auto");
+          ddp_algo_name(r->algo));
 }
 
 /* ---- iteration -------------------------------------------------------------------------- */

@@ -17,7 +17,7 @@ ddp_status_t ddp_reducer_opts_default(ddp_reducer_opts_t *opts) {
   opts->static_graph = 0;
   opts->hook = DDP_HOOK_NONE;
   opts->broadcast_params = 1;
-  opts->algo = NULL;
+  opts->algo = DDP_ALGO_AUTO;
   opts->stream = NULL;
   opts->predivided = 0;
   return DDP_OK;
@@ -42,11 +42,9 @@ static ddp_status_t check_local(ddp_comm_t *comm, const ddp_param_t *params, siz
                 "opts.broadcast_params %d must be 0 or 1", o->broadcast_params);
   DDP_CHECK_ARG((unsigned)o->hook <= (unsigned)DDP_HOOK_BF16,
                 "opts.hook %d is not a ddp_hook_t (NONE=0, FP16=1, BF16=2)", (int)o->hook);
-  if (o->algo) {
-    int known = 0;
-    for (const char *const *a = ddp_allreduce_algos(); *a; a++) known |= strcmp(*a, o->algo) == 0;
-    DDP_CHECK_ARG(known, "opts.algo '%s' is not an allreduce algorithm (see ddp_allreduce_algos)", o->algo);
-  }
+  DDP_CHECK_ARG((unsigned)o->algo < DDP_ALGO_COUNT,
+                "opts.algo %d is not a ddp_algo_t (valid: 0..%d, auto mpi ring rhd shm hier)",
+                (int)o->algo, DDP_ALGO_COUNT - 1);
   for (size_t i = 0; i < nparams; i++) {
     const ddp_param_t *p = &params[i];
     const char *nm = p->name ? p->name : "unnamed";
@@ -84,7 +82,7 @@ static uint64_t opts_hash(const ddp_reducer_opts_t *o) {
   h = mix(h, (uint64_t)o->hook);
   h = mix(h, (uint64_t)o->broadcast_params);
   h = mix(h, (uint64_t)o->predivided);
-  for (const char *s = o->algo ? o->algo : "auto"; *s; s++) h = mix(h, (uint64_t)(unsigned char)*s);
+  for (const char *s = ddp_algo_name(o->algo); *s; s++) h = mix(h, (uint64_t)(unsigned char)*s);
   return h >> 2; /* non-negative as int64, and its negation fits */
 }
 
@@ -193,7 +191,6 @@ static void reducer_free(ddp_reducer_t *r) {
   free(r->p);
   free(r->order);
   free(r->used);
-  free(r->algo);
   free(r);
 }
 
@@ -224,7 +221,7 @@ ddp_status_t ddp_reducer_create(ddp_comm_t *comm, const ddp_param_t *params, siz
                       "broadcast_params, predivided or algo); this rank: bucket_cap_mb %g, first_bucket_mb %g, "
                       "views %d, find_unused %d, static_graph %d, hook %d, broadcast %d, predivided %d, algo %s",
                       o.bucket_cap_mb, o.first_bucket_mb, o.grad_as_bucket_view, o.find_unused,
-                      o.static_graph, (int)o.hook, o.broadcast_params, o.predivided, o.algo ? o.algo : "auto");
+                      o.static_graph, (int)o.hook, o.broadcast_params, o.predivided, ddp_algo_name(o.algo));
   /* Parameter fingerprints (also catches a different count, naming the first extra one). */
   DDP_TRY(check_fingerprints(comm, c, params, nparams));
 
@@ -237,8 +234,8 @@ ddp_status_t ddp_reducer_create(ddp_comm_t *comm, const ddp_param_t *params, siz
     r->p = calloc(nparams, sizeof *r->p);
     r->order = malloc(nparams * sizeof *r->order);
     r->used = calloc(nparams, 1);
-    r->algo = o.algo ? strdup(o.algo) : NULL;
-    if (!r->p || !r->order || !r->used || (o.algo && !r->algo))
+    r->algo = o.algo;
+    if (!r->p || !r->order || !r->used)
       st = ddp__error(DDP_ENOMEM, "reducer: out of memory for %zu parameters", nparams);
   }
   for (size_t i = 0; st == DDP_OK && i < nparams; i++) {
@@ -276,7 +273,7 @@ ddp_status_t ddp_reducer_create(ddp_comm_t *comm, const ddp_param_t *params, siz
     }
   }
   /* A forced algorithm that cannot run these buckets fails here, not at the first finish. */
-  for (size_t j = 0; st == DDP_OK && r->algo && j < r->lay.nb; j++) {
+  for (size_t j = 0; st == DDP_OK && r->algo != DDP_ALGO_AUTO && j < r->lay.nb; j++) {
     ddp_coll_opts_t co;
     ddp_coll_opts_default(&co);
     co.algo = r->algo;
@@ -285,7 +282,7 @@ ddp_status_t ddp_reducer_create(ddp_comm_t *comm, const ddp_param_t *params, siz
     ddp_dtype_t dt = r->b[j].hooked ? (r->hook == DDP_HOOK_BF16 ? DDP_BF16 : DDP_F16) : r->b[j].dtype;
     void *buf = r->b[j].hooked ? r->b[j].half.ptr : r->b[j].buf.ptr;
     if (ddp_allreduce_choice(comm, buf, r->b[j].count, dt, &co, &name) != DDP_OK)
-      st = ddp__error(DDP_EINVAL, "reducer: opts.algo '%s' cannot reduce bucket %zu: %s", r->algo, j,
+      st = ddp__error(DDP_EINVAL, "reducer: opts.algo '%s' cannot reduce bucket %zu: %s", ddp_algo_name(r->algo), j,
                       ddp_last_error());
   }
   /* Memory trouble on one rank must not strand the others in the broadcasts below. */

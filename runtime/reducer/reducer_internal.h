@@ -88,7 +88,7 @@ struct ddp_reducer {
   size_t first_bytes, cap_bytes;
   int views, find_unused, static_graph, predivided;
   ddp_hook_t hook;
-  char *algo;
+  ddp_algo_t algo;
   void *stream;
   int has_device;         /* some parameter lives in device memory */
   /* iteration state */

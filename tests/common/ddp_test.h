@@ -48,9 +48,10 @@ static inline int ddp_test_algo_usable(ddp_comm_t *comm, const char *algo) {
   float buf[1024] = {0};
   ddp_coll_opts_t co;
   ddp_coll_opts_default(&co);
-  co.algo = algo;
   const char *name = NULL;
-  int ok = ddp_allreduce_choice(comm, buf, 1024, DDP_F32, &co, &name) == DDP_OK, all = 0, rank = 0;
+  int ok = ddp_algo_parse(algo, &co.algo) == DDP_OK &&
+           ddp_allreduce_choice(comm, buf, 1024, DDP_F32, &co, &name) == DDP_OK,
+      all = 0, rank = 0;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (!all && rank == 0) printf("algorithm %s cannot run here: skipped\n", algo);

@@ -31,10 +31,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     REQUIRE(cfg.ranks_per_node >= 0);
     REQUIRE(cfg.device >= -2 && cfg.device <= 1023);
     REQUIRE(cfg.cuda_aware >= -1 && cfg.cuda_aware <= 1);
-    REQUIRE(memchr(cfg.allreduce_algo, '\0', sizeof cfg.allreduce_algo) != NULL);
+    REQUIRE((unsigned)cfg.allreduce_algo < DDP_ALGO_COUNT);
     REQUIRE(cfg.staging_chunk >= 4096 && cfg.staging_chunk <= ((size_t)1 << 30));
     REQUIRE(cfg.staging_depth >= 2 && cfg.staging_depth <= 4);
-    REQUIRE(cfg.transport >= DDP__TRANSPORT_AUTO && cfg.transport <= DDP__TRANSPORT_NCCL);
+    REQUIRE((unsigned)cfg.transport < DDP_TRANSPORT_COUNT);
     REQUIRE(cfg.timeout_s > 0 && cfg.timeout_s <= 1e7);
     REQUIRE(cfg.on_timeout_return == 0 || cfg.on_timeout_return == 1);
     REQUIRE(cfg.check == 0 || cfg.check == 1);
