@@ -22,7 +22,9 @@
 #include "app_blas.h"
 #include "app_check.h"
 #include "ddp.h"
-#include "mlp.h"
+#include "train_model.h"
+#include "train_optim.h"
+#include "train_util.h"
 
 typedef struct cfg {
   char label[48];
@@ -50,7 +52,8 @@ typedef struct bench {
   int rank, size;
   int steps, warmup, batch, device_cuda;
   int sizes[16], nsizes;
-  mlp_t m;
+  train_model_t m;
+  train_optim_t *opt; /* plain SGD */
   float *x;
   int *labels;
   float lr;
@@ -121,33 +124,44 @@ static void on_ready(size_t i, void *ctx) {
  * all at once after it. */
 static int step(bench_t *b, const cfg_t *c, float lr) {
   /* predivided: the loss carries 1/world, so the reducer only sums */
-  b->m.grad_scale = c->predivided ? 1.0f / (float)b->size : 1.0f;
-  mlp_forward(&b->m, b->x, b->labels, b->batch);
+  b->m.loss_scale = c->predivided ? 1.0f / (float)b->size : 1.0f;
+  tm_forward(&b->m, b->x, b->labels, b->batch);
   if (b->r && c->overlap) {
-    mlp_backward(&b->m, b->x, b->labels, b->batch, 0, on_ready, b);
+    tm_backward(&b->m, b->x, b->labels, b->batch, 0, on_ready, b);
   } else {
-    mlp_backward(&b->m, b->x, b->labels, b->batch, 0, NULL, NULL);
+    tm_backward(&b->m, b->x, b->labels, b->batch, 0, NULL, NULL);
     if (b->r) /* same order as backward produces them: last layer first */
       for (size_t i = b->m.nparams; i-- > 0;) on_ready(i, b);
   }
-  if (b->r && b->device_cuda) {
-    APP_CHECK(ddp_reducer_finish(b->r));
-    for (size_t i = 0; i < b->m.nparams; i++) {
-      void *g = NULL;
-      APP_CHECK(ddp_reducer_grad(b->r, i, &g));
-      APP_CHECK(ddp_memcpy_async(b->comm, b->m.grad[i], g, b->m.count[i] * sizeof(float), b->stream));
-    }
-    APP_CHECK(ddp_stream_synchronize(b->comm, b->stream));
-  } else if (b->r) {
+  if (b->r) {
+    void *g[TM_MAX_PARAMS];
     APP_CHECK(ddp_reducer_finish(b->r));
     /* Views move once, when the buckets are rebuilt after the first iteration. */
-    for (size_t i = 0; i < b->m.nparams; i++) {
-      void *g = NULL;
-      APP_CHECK(ddp_reducer_grad(b->r, i, &g));
-      mlp_set_grad(&b->m, i, g);
+    APP_CHECK(ddp_reducer_grads(b->r, g, b->m.nparams));
+    if (b->device_cuda) {
+      for (size_t i = 0; i < b->m.nparams; i++)
+        APP_CHECK(ddp_memcpy_async(b->comm, b->m.grad[i], g[i], b->m.count[i] * sizeof(float), b->stream));
+      APP_CHECK(ddp_stream_synchronize(b->comm, b->stream));
+    } else {
+      tm_set_grads(&b->m, g);
     }
   }
-  mlp_sgd(&b->m, lr);
+  on_trace(b, 1, "sgd", -1);
+  train_optim_step(b->opt, b->m.param, b->m.grad, lr);
+  on_trace(b, 0, "sgd", -1);
+  return 0;
+}
+
+/* Gradient buffers of configuration c for the host model: the reducer's views, or the model's
+ * own buffers (views off, and --device cuda where the model computes on the host). */
+static int point_grads(bench_t *b, ddp_reducer_t *r, const cfg_t *c) {
+  void *g[TM_MAX_PARAMS];
+  if (!c->views || b->device_cuda) {
+    tm_set_grads(&b->m, NULL);
+    return 0;
+  }
+  APP_CHECK(ddp_reducer_grads(r, g, b->m.nparams));
+  tm_set_grads(&b->m, g);
   return 0;
 }
 
@@ -156,7 +170,7 @@ static int create_reducer(bench_t *b, const cfg_t *c) {
   char names[32][32];
   for (size_t i = 0; i < b->m.nparams; i++) {
     snprintf(names[i], sizeof names[i], "fc%zu.%s", i / 2, i % 2 ? "bias" : "weight");
-    mlp_set_grad(&b->m, i, NULL);
+    tm_set_grad(&b->m, i, NULL);
     p[i] = (ddp_param_t){.data = b->m.param[i], .count = b->m.count[i], .dtype = DDP_F32,
                          .mem = DDP_MEM_HOST, .name = names[i], .grad = b->m.grad[i]};
     if (b->device_cuda) {
@@ -186,13 +200,7 @@ static int create_reducer(bench_t *b, const cfg_t *c) {
     APP_CHECK(ddp_stream_synchronize(b->comm, b->stream));
     return 0;
   }
-  if (c->views)
-    for (size_t i = 0; i < b->m.nparams; i++) {
-      void *g = NULL;
-      APP_CHECK(ddp_reducer_grad(b->r, i, &g));
-      mlp_set_grad(&b->m, i, g);
-    }
-  return 0;
+  return c->views ? point_grads(b, b->r, c) : 0;
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -206,19 +214,8 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Gradient buffers of configuration c for the host model: the reducer's views, or the model's
- * own buffers (views off, and --device cuda where the model computes on the host). */
-static int point_grads(bench_t *b, ddp_reducer_t *r, const cfg_t *c) {
-  for (size_t i = 0; i < b->m.nparams; i++) {
-    void *g = NULL;
-    if (c->views && !b->device_cuda) APP_CHECK(ddp_reducer_grad(r, i, &g));
-    mlp_set_grad(&b->m, i, g);
-  }
-  return 0;
-}
-
 /* Relative L2 error of a gradient and the reference's: max over tensors. */
-static double grad_rel_err(const mlp_t *a, const mlp_t *ref) {
+static double grad_rel_err(const train_model_t *a, const train_model_t *ref) {
   double worst = 0.0;
   for (size_t i = 0; i < a->nparams; i++) {
     double d = 0.0, n = 0.0;
@@ -257,24 +254,25 @@ static int check_step(bench_t *b, ddp_reducer_t *r, const cfg_t *c, double tol, 
   double res[2] = {0.0, 0.0}; /* worst gradient error, parameters out of tolerance */
   if (b->rank == 0) {
     int in = b->sizes[0], classes = b->sizes[b->nsizes - 1], n = b->batch * b->size;
-    mlp_t ref = {0};
+    train_model_t ref;
+    char err[256];
     float *x = malloc(sizeof(float) * (size_t)n * (size_t)in);
     int *y = malloc(sizeof(int) * (size_t)n);
-    if (!x || !y || mlp_init(&ref, b->sizes, b->nsizes, n) != 0) {
+    if (!x || !y || tm_create_mlp(&ref, b->sizes, b->nsizes, NULL, n, 0, err, sizeof err) != 0) {
       fprintf(stderr, "ddp_bench: out of memory (reference model)\n");
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    for (int s = 0; s < n; s++) mlp_synth_sample(7, (uint64_t)s, in, classes, x + (size_t)s * in, &y[s]);
+    for (int s = 0; s < n; s++) train_synth_sample(7, (uint64_t)s, in, classes, x + (size_t)s * in, &y[s]);
     memcpy(ref.param_block, before, total * sizeof(float));
-    mlp_forward(&ref, x, y, n);
-    mlp_backward(&ref, x, y, n, 0, NULL, NULL);
-    mlp_sgd(&ref, b->lr);
+    tm_forward(&ref, x, y, n);
+    tm_backward(&ref, x, y, n, 0, NULL, NULL);
+    train_optim_step(b->opt, ref.param, ref.grad, b->lr);
     res[0] = grad_rel_err(&b->m, &ref);
     for (size_t e = 0; e < total && c->hook == DDP_HOOK_NONE; e++) {
       double p = b->m.param_block[e], q = ref.param_block[e];
       res[1] += fabs(p - q) > 1e-5 * fmax(fabs(q), 1e-2);
     }
-    mlp_free(&ref);
+    tm_free(&ref);
     free(x);
     free(y);
   }
@@ -316,8 +314,7 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
          * gradient memory is never touched, see the RSS figures); with several, on the model's
          * own buffers, so that no configuration shares its buffers with the baseline. */
         if (n == 1 && point_grads(b, rs[0], &cfgs[0]) != 0) return 1;
-        if (n > 1)
-          for (size_t i = 0; i < b->m.nparams; i++) mlp_set_grad(&b->m, i, NULL);
+        if (n > 1) tm_set_grads(&b->m, NULL);
         b->r = NULL;
         /* Untimed barrier: ranks drift apart in a step without communication, and that drift
          * must not be charged to the DDP step that follows. */
@@ -394,7 +391,7 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
   free(td);
   for (int k = 0; k < n; k++) APP_CHECK(ddp_reducer_destroy(&rs[k]));
   b->r = NULL;
-  for (size_t i = 0; i < b->m.nparams; i++) mlp_set_grad(&b->m, i, NULL);
+  tm_set_grads(&b->m, NULL);
   return 0;
 }
 
@@ -506,15 +503,17 @@ int main(int argc, char **argv) {
   APP_CHECK(ddp_comm_info(b.comm, &info));
   app_blas_note(info.local_rank == 0, 0);
   openblas_set_num_threads(1);
-  if (mlp_init(&b.m, b.sizes, b.nsizes, b.batch) != 0) {
-    fprintf(stderr, "ddp_bench: cannot build the model (out of memory?)\n");
+  char err[256];
+  train_optim_opts_t oo;
+  train_optim_opts_default(&oo);
+  oo.momentum = 0.0f; /* plain SGD: p -= lr g */
+  if (tm_create_mlp(&b.m, b.sizes, b.nsizes, NULL, b.batch, 0, err, sizeof err) != 0 ||
+      train_optim_create(&oo, b.m.count, b.m.nparams, &b.opt) != 0) {
+    fprintf(stderr, "ddp_bench: cannot build the model: %s\n", err);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  if (b.m.nparams > 32) {
-    fprintf(stderr, "ddp_bench: at most 16 layers\n");
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  mlp_init_params(&b.m, 42);
+  uint64_t seed = train_rng_seed(42);
+  tm_init_params(&b.m, &seed);
   b.m.trace = on_trace;
   b.m.trace_ctx = &b;
   int in = b.sizes[0], classes = b.sizes[b.nsizes - 1];
@@ -522,7 +521,7 @@ int main(int argc, char **argv) {
   b.labels = malloc(sizeof(int) * (size_t)b.batch);
   if (!b.x || !b.labels) MPI_Abort(MPI_COMM_WORLD, 1);
   for (int s = 0; s < b.batch; s++)
-    mlp_synth_sample(7, (uint64_t)b.rank * (uint64_t)b.batch + (uint64_t)s, in, classes,
+    train_synth_sample(7, (uint64_t)b.rank * (uint64_t)b.batch + (uint64_t)s, in, classes,
                      b.x + (size_t)s * in, &b.labels[s]);
 
   cfg_t cfgs[16];
@@ -623,7 +622,8 @@ int main(int argc, char **argv) {
   wrong |= step_wrong;
   free(b.x);
   free(b.labels);
-  mlp_free(&b.m);
+  train_optim_destroy(&b.opt);
+  tm_free(&b.m);
   APP_CHECK(ddp_finalize(&b.comm));
   return wrong ? 1 : 0;
 }

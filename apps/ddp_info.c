@@ -2,6 +2,7 @@
  * and MPI versions, thread level, world size, nodes, the BLAS and its kernel, and one line per
  * rank (host, local rank, GPU, BLAS kernel and a one-second sgemm rate measured on all ranks at
  * once); exit code 0 when init and a barrier succeed. */
+#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

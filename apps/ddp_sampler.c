@@ -10,6 +10,7 @@
 
 #include "app_check.h"
 #include "ddp.h"
+#include "fmnist.h"
 
 static void usage(FILE *fp) {
   fprintf(fp,
@@ -31,7 +32,7 @@ static void usage(FILE *fp) {
           "                     (default 1939: W-DDP's 33.0 ms/step at batch 64)\n"
           "  --check            exit 1 unless index generation for 60,000 samples takes < 1 ms\n"
           "                     and the loader delivers >= 10x the training rate\n",
-          DDP_FMNIST_DEFAULT_DIR);
+          FMNIST_DEFAULT_DIR);
 }
 
 /* Strict unsigned parse: decimal digits only, the whole of 0 .. 2^64-1. */
@@ -203,9 +204,9 @@ static int run_bench(const char *data_dir, double train_rate, const char *json_p
   /* 2. loader throughput, Fashion-MNIST (if installed) and synthetic 784-value samples */
   ddp_dataset_t *sets[2] = {NULL, NULL};
   const char *names[2] = {"fashion-mnist", "synthetic784"};
-  ddp_status_t st = ddp_dataset_open_fmnist(data_dir, 1, &sets[0]);
-  if (st != DDP_OK)
-    printf("# Fashion-MNIST not loaded (%s): its rows are skipped\n", ddp_last_error());
+  char ferr[512];
+  if (fmnist_open(data_dir, 1, &sets[0], ferr, sizeof ferr) != DDP_OK)
+    printf("# Fashion-MNIST not loaded (%s): its rows are skipped\n", ferr);
   ddp_synthetic_opts_t so = {.count = 60000, .ndim = 2, .dims = {28, 28}, .classes = 10,
                                 .seed = 1};
   APP_CHECK(ddp_dataset_synthetic(&so, &sets[1]));

@@ -18,7 +18,9 @@
 #include "app_check.h"
 #include "checkpoint.h"
 #include "ddp.h"
+#include "fmnist.h"
 #include "train_model.h"
+#include "train_optim.h"
 #include "train_util.h"
 #if DDP_TRAIN_GPU
 #include "train_gpu.h"
@@ -111,7 +113,7 @@ static void usage(FILE *f) {
           "  --progress / --no-progress  progress line during an epoch (default: on when\n"
           "                           stdout is a terminal and not under mpirun, which gives\n"
           "                           every rank a pseudo-terminal even when piped)\n",
-          DDP_FMNIST_DEFAULT_DIR);
+          FMNIST_DEFAULT_DIR);
 }
 
 /* Messages of the argument parser: every rank parses, only rank 0 speaks. */
@@ -328,95 +330,491 @@ static void on_grad_ready(size_t i, void *ctx) {
   if (c->st == DDP_OK) c->st = ddp_reducer_grad_ready(c->reducer, i);
 }
 
+typedef struct trainer trainer_t;
+
+/* The training step, one signature for every way of averaging the gradients (the reducer,
+ * --deterministic lanes, --sync mpi, the model on a GPU; chosen once, by pick_step): forward
+ * and backward of batch b, the exchange and the optimizer update at learning rate lr; *loss is
+ * the local batch's mean loss. Returns 0, or 1 after printing why (APP_CHECK). */
+typedef int (*step_fn)(trainer_t *t, const ddp_batch_t *b, float lr, double *loss);
+
+/* Everything one rank trains with. */
+struct trainer {
+  opts_t o;
+  ddp_comm_t *comm;
+  MPI_Comm world;
+  int rank, size;
+  ddp_dataset_t *train, *test;
+  ddp_dataset_info_t tri, tei;
+  ddp_sampler_t *sampler;
+  ddp_loader_t *loader;
+  uint64_t steps, total_steps, warmup, n_test; /* steps per epoch; test images evaluated */
+  train_model_t m;       /* its own gradient storage is the flat buffer of --sync mpi,
+                            --deterministic and --device cuda (host_grad) */
+  train_optim_t *opt;
+  train_scaler_t scaler;
+  uint64_t rng;
+  uint64_t start_epoch, start_step, global_step; /* 0, or the checkpoint's position */
+  double resume_loss_sum;
+  uint64_t resume_loss_steps;
+  float *xbuf;           /* evaluation batch */
+  int32_t *ybuf;
+  double *grad64;        /* --deterministic: lane-weighted gradient sum, then the sample count */
+  float *lane_x;
+  int32_t *lane_y;
+  ddp_reducer_t *reducer;
+  ddp_reducer_stats_t rs;
+  ddp_stream_t *stream;  /* --device cuda */
+  void *dev_param[TM_MAX_PARAMS], *dev_grad[TM_MAX_PARAMS];
+  float *host_grad[TM_MAX_PARAMS];
+  char devdesc[160];
+  ready_ctx_t rctx;
+  step_fn step;
+  int gpu_math;          /* the model's arithmetic runs on the GPU */
+  const char *gpu_note;
 #if DDP_TRAIN_GPU
-/* One training step with the model's arithmetic on the GPU (--device cuda on a CUDA device,
- * MLP): forward/backward write the gradients straight into the reducer's device bucket views
- * on the reducer's stream, grad_ready per parameter as on the host; after the exchange, fp16
- * unscale + inf/nan check (ddp_device_nonfinite_async) and the SGD step on the device. The
- * loss, the skip decision and the scaler follow the host run's rules exactly. */
-static int gpu_step(tg_model_t *tg, ddp_comm_t *comm, ddp_reducer_t *reducer, ready_ctx_t *rctx,
-                    const train_model_t *m, const ddp_batch_t *b, const opts_t *o,
-                    train_scaler_t *scaler, int *dev_flag, float lr, double *loss) {
-  char err[512];
-  void *grad[TM_MAX_PARAMS];
-  for (size_t i = 0; i < m->nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, &grad[i]));
-  if (tg_forward_backward(tg, b->x, b->y, (int)b->count, scaler->scale, grad, on_grad_ready, rctx,
-                          err, sizeof err) != 0) {
-    fprintf(stderr, "ddp_train: GPU forward/backward: %s\n", err);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  APP_CHECK(rctx->st);
-  APP_CHECK(ddp_reducer_finish(reducer));
-  /* finish() may rebuild the buckets (first iteration): fetch the views again. */
-  for (size_t i = 0; i < m->nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, &grad[i]));
+  tg_model_t *tg;
+  int *dev_flag;
+#endif
+  FILE *metrics, *steplog;
+  int progress;
+};
+
+/* The optimizer's state (momentum buffers, NULL for plain SGD), as the checkpoint and the GPU
+ * model read and write it. */
+static float **opt_state(trainer_t *t) { return (float **)train_optim_state(t->opt); }
+
+/* After the gradients are averaged: fp16 unscale and inf/nan check (skip the step and back off
+ * the scale), then the optimizer. Every rank holds the same averaged gradients, so every rank
+ * decides the same. */
+static int host_update(trainer_t *t, float lr) {
+  train_model_t *m = &t->m;
   int take_step = 1;
-  if (o->amp == TRAIN_AMP_FP16) {
-    /* Every rank holds the same averaged gradients, so every rank decides the same. */
-    int found = 0;
-    if (tg_unscale(tg, grad, 1.0f / scaler->scale, err, sizeof err) != 0) {
-      fprintf(stderr, "ddp_train: GPU unscale: %s\n", err);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    APP_CHECK(ddp_memset_async(comm, dev_flag, 0, sizeof(int), rctx->stream));
+  if (t->o.amp == TRAIN_AMP_FP16) {
     for (size_t i = 0; i < m->nparams; i++)
-      APP_CHECK(ddp_device_nonfinite_async(comm, grad[i], m->count[i], DDP_F32, dev_flag,
-                                           rctx->stream));
-    APP_CHECK(ddp_memcpy_async(comm, &found, dev_flag, sizeof(int), rctx->stream));
-    APP_CHECK(ddp_stream_synchronize(comm, rctx->stream));
-    take_step = !found;
-    train_scaler_update(scaler, take_step);
+      take_step &= train_unscale_check(m->grad[i], m->count[i], t->scaler.scale);
+    train_scaler_update(&t->scaler, take_step);
   }
-  if (tg_finish_step(tg, grad, take_step, lr, (float)o->momentum, (float)o->wd, loss, err,
-                     sizeof err) != 0) {
-    fprintf(stderr, "ddp_train: GPU SGD step: %s\n", err);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  if (take_step) train_optim_step(t->opt, m->param, m->grad, lr);
   return 0;
 }
 
-/* The device's parameters and momentum back into the host model (checkpoints, evaluation). */
-static void gpu_download(tg_model_t *tg, train_model_t *m, float **mom) {
-  char err[512];
-  if (tg && tg_download(tg, m->param, mom, err, sizeof err) != 0) {
-    fprintf(stderr, "ddp_train: GPU download: %s\n", err);
-    MPI_Abort(MPI_COMM_WORLD, 1);
+/* The reducer's gradient buffers for the host model: bucket views on the host, or (--device
+ * cuda) the device views the host gradients are copied to, the model writing its own storage. */
+static int point_grads(trainer_t *t) {
+  void *g[TM_MAX_PARAMS];
+  APP_CHECK(ddp_reducer_grads(t->reducer, g, t->m.nparams));
+  if (!t->o.device) {
+    tm_set_grads(&t->m, g);
+    return 0;
   }
+  memcpy(t->dev_grad, g, sizeof(void *) * t->m.nparams);
+  tm_set_grads(&t->m, NULL);
+  return 0;
+}
+
+/* The bucketed reducer: each gradient goes out as soon as backward completes it. */
+static int step_reducer(trainer_t *t, const ddp_batch_t *b, float lr, double *loss) {
+  train_model_t *m = &t->m;
+  if (point_grads(t) != 0) return 1;
+  m->loss_scale = t->scaler.scale;
+  *loss = tm_forward(m, b->x, b->y, (int)b->count);
+  tm_backward(m, b->x, b->y, (int)b->count, 0, on_grad_ready, &t->rctx);
+  APP_CHECK(t->rctx.st);
+  APP_CHECK(ddp_reducer_finish(t->reducer));
+  /* finish() may rebuild the buckets (first iteration): fetch the views again. */
+  if (point_grads(t) != 0) return 1;
+  if (t->o.device) {
+    for (size_t i = 0; i < m->nparams; i++)
+      APP_CHECK(ddp_memcpy_async(t->comm, t->host_grad[i], t->dev_grad[i],
+                                 m->count[i] * sizeof(float), t->stream));
+    APP_CHECK(ddp_stream_synchronize(t->comm, t->stream));
+  }
+  return host_update(t, lr);
+}
+
+/* --deterministic L: local sample j sits at position rank + j * size of the global batch, so its
+ * lane is (rank + j * size) mod L: the rank owns lanes rank, rank + size, ... (local lane
+ * j mod (L / size)). Each lane's gradient is computed on its own, weighted and summed in f64,
+ * and exchanged with one f64 allreduce. */
+static int step_lanes(trainer_t *t, const ddp_batch_t *b, float lr, double *loss) {
+  train_model_t *m = &t->m;
+  float *flat = m->grad_block;
+  size_t per = (size_t)(t->o.lanes / t->size), E = m->in_elems;
+  m->loss_scale = t->scaler.scale;
+  *loss = 0.0;
+  memset(t->grad64, 0, sizeof(double) * (m->total + 1));
+  for (size_t k = 0; k < per; k++) {
+    size_t n = 0;
+    for (size_t j = k; j < b->count; j += per, n++) {
+      memcpy(t->lane_x + n * E, b->x + j * E, sizeof(float) * E);
+      t->lane_y[n] = b->y[j];
+    }
+    if (n == 0) continue;
+    *loss += tm_forward(m, t->lane_x, t->lane_y, (int)n) * (double)n;
+    tm_backward(m, t->lane_x, t->lane_y, (int)n, 0, NULL, NULL);
+    for (size_t e = 0; e < m->total; e++) t->grad64[e] += (double)flat[e] * (double)n;
+  }
+  *loss /= (double)b->count;
+  t->grad64[m->total] = (double)b->count;
+  APP_CHECK(ddp_allreduce(t->comm, DDP_IN_PLACE, t->grad64, m->total + 1, DDP_F64, DDP_SUM, NULL));
+  for (size_t e = 0; e < m->total; e++) flat[e] = (float)(t->grad64[e] / t->grad64[m->total]);
+  return host_update(t, lr);
+}
+
+/* --sync mpi: one MPI_Allreduce of all gradients after backward (the baseline). */
+static int step_mpi(trainer_t *t, const ddp_batch_t *b, float lr, double *loss) {
+  train_model_t *m = &t->m;
+  m->loss_scale = t->scaler.scale;
+  *loss = tm_forward(m, b->x, b->y, (int)b->count);
+  tm_backward(m, b->x, b->y, (int)b->count, 0, NULL, NULL);
+  if (MPI_Allreduce(MPI_IN_PLACE, m->grad_block, (int)m->total, MPI_FLOAT, MPI_SUM, t->world) != MPI_SUCCESS)
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  float inv = 1.0f / (float)t->size;
+  for (size_t k = 0; k < m->total; k++) m->grad_block[k] *= inv;
+  return host_update(t, lr);
+}
+
+#if DDP_TRAIN_GPU
+static void gpu_fail(const char *what, const char *err) {
+  fprintf(stderr, "ddp_train: GPU %s: %s\n", what, err);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* The model's arithmetic on the GPU (--device cuda on a CUDA device, MLP): forward/backward
+ * write the gradients straight into the reducer's device bucket views on the reducer's stream,
+ * grad_ready per parameter as on the host; after the exchange, fp16 unscale + inf/nan check
+ * (ddp_device_nonfinite_async) and the SGD step on the device. The loss, the skip decision and
+ * the scaler follow the host run's rules exactly. */
+static int step_gpu(trainer_t *t, const ddp_batch_t *b, float lr, double *loss) {
+  char err[512];
+  void *grad[TM_MAX_PARAMS];
+  size_t np = t->m.nparams;
+  APP_CHECK(ddp_reducer_grads(t->reducer, grad, np));
+  if (tg_forward_backward(t->tg, b->x, b->y, (int)b->count, t->scaler.scale, grad, on_grad_ready,
+                          &t->rctx, err, sizeof err) != 0)
+    gpu_fail("forward/backward", err);
+  APP_CHECK(t->rctx.st);
+  APP_CHECK(ddp_reducer_finish(t->reducer));
+  /* finish() may rebuild the buckets (first iteration): fetch the views again. */
+  APP_CHECK(ddp_reducer_grads(t->reducer, grad, np));
+  int take_step = 1;
+  if (t->o.amp == TRAIN_AMP_FP16) {
+    int found = 0;
+    if (tg_unscale(t->tg, grad, 1.0f / t->scaler.scale, err, sizeof err) != 0) gpu_fail("unscale", err);
+    APP_CHECK(ddp_memset_async(t->comm, t->dev_flag, 0, sizeof(int), t->stream));
+    for (size_t i = 0; i < np; i++)
+      APP_CHECK(ddp_device_nonfinite_async(t->comm, grad[i], t->m.count[i], DDP_F32, t->dev_flag,
+                                           t->stream));
+    APP_CHECK(ddp_memcpy_async(t->comm, &found, t->dev_flag, sizeof(int), t->stream));
+    APP_CHECK(ddp_stream_synchronize(t->comm, t->stream));
+    take_step = !found;
+    train_scaler_update(&t->scaler, take_step);
+  }
+  if (tg_finish_step(t->tg, grad, take_step, lr, (float)t->o.momentum, (float)t->o.wd, loss, err,
+                     sizeof err) != 0)
+    gpu_fail("SGD step", err);
+  return 0;
 }
 #endif
 
-/* Test accuracy over the first n_test images, split into contiguous ranges across ranks and
- * summed with one allreduce, so every image is counted exactly once. */
-static int evaluate(train_model_t *m, const ddp_dataset_t *test, uint64_t n_test, MPI_Comm world,
-                    int rank, int size, float *xbuf, int32_t *ybuf, double *acc) {
-  uint64_t lo = n_test * (uint64_t)rank / (uint64_t)size;
-  uint64_t hi = n_test * (uint64_t)(rank + 1) / (uint64_t)size;
-  uint64_t counts[2] = {0, hi - lo};
-  for (uint64_t i = lo; i < hi;) {
-    int b = 0;
-    for (; b < m->max_batch && i < hi; b++, i++)
-      if (ddp_dataset_get(test, i, xbuf + (size_t)b * m->in_elems, m->in_elems, &ybuf[b]) != DDP_OK)
-        return -1;
-    counts[0] += tm_count_correct(m, xbuf, ybuf, b);
+/* The one place the step kind is chosen. */
+static step_fn pick_step(const trainer_t *t) {
+#if DDP_TRAIN_GPU
+  if (t->gpu_math) return step_gpu;
+#endif
+  switch (t->o.sync) {
+    case SYNC_LANES: return step_lanes;
+    case SYNC_MPI: return step_mpi;
+    default: return step_reducer;
   }
-  if (MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_UINT64_T, MPI_SUM, world) != MPI_SUCCESS) return -1;
-  *acc = counts[1] ? (double)counts[0] / (double)counts[1] : 0.0;
+}
+
+/* The device's parameters and momentum back into the host model (checkpoints, evaluation;
+ * only rank 0 with `rank0_only`). No-op without the GPU model. */
+static void gpu_download(trainer_t *t, int rank0_only) {
+#if DDP_TRAIN_GPU
+  char err[512];
+  if (t->tg && (!rank0_only || t->rank == 0) &&
+      tg_download(t->tg, t->m.param, opt_state(t), err, sizeof err) != 0)
+    gpu_fail("download", err);
+#else
+  (void)t, (void)rank0_only;
+#endif
+}
+
+/* Parses and checks the arguments on every rank (same verdict everywhere): the lane count, and
+ * with --device cuda a device on every rank. Returns 0, 1 (help printed) or -1. */
+static int parse_and_check(trainer_t *t, int argc, char **argv) {
+  opts_t *o = &t->o;
+  int pr = parse_args(argc, argv, o, t->rank != 0);
+  if (pr == 0 && o->sync == SYNC_LANES && o->lanes % t->size != 0) {
+    if (t->rank == 0)
+      fprintf(stderr, "ddp_train: --deterministic %ld needs a lane count that is a multiple of the "
+              "%d ranks\n", o->lanes, t->size);
+    pr = -1;
+  }
+  if (pr == 0 && o->device) {
+    /* Every rank needs a device; all of them learn whether one lacks it, and leave together. */
+    int have = ddp_device_available(t->comm), all = 0;
+    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, t->world);
+    if (!have) {
+      char why[160];
+      ddp_device_describe(t->comm, why, sizeof why);
+      fprintf(stderr, "ddp_train: --device cuda: no device on rank %d: %s (a GPU, or "
+              "DDP_DEVICE_EMULATE=1 for the host emulation)\n", t->rank, why);
+    }
+    if (!all) pr = -1;
+  }
+  return pr;
+}
+
+static void *alloc_or_abort(size_t bytes) {
+  void *p = malloc(bytes);
+  if (!p) {
+    fprintf(stderr, "ddp_train: out of memory\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return p;
+}
+
+/* The datasets, the model (seeded parameters), the optimizer, the loss scaler and the buffers. */
+static int setup_model(trainer_t *t) {
+  const opts_t *o = &t->o;
+  ddp_comm_info_t cinfo;
+  APP_CHECK(ddp_comm_info(t->comm, &cinfo));
+  app_blas_note(cinfo.local_rank == 0, 1); /* before the header: rank 0 prints first */
+  openblas_set_num_threads(o->threads);
+  char err[1024];
+  if (fmnist_open(o->data, 1, &t->train, err, sizeof err) != DDP_OK ||
+      fmnist_open(o->data, 0, &t->test, err, sizeof err) != DDP_OK) {
+    fprintf(stderr, "ddp_train: rank %d: %s\n", t->rank, err);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  APP_CHECK(ddp_dataset_info(t->train, &t->tri));
+  APP_CHECK(ddp_dataset_info(t->test, &t->tei));
+  train_model_t *m = &t->m;
+  if (tm_create(m, o->model, (int)o->batch, t->tri.classes, o->checkpoint_activations, err, sizeof err)) {
+    if (t->rank == 0) fprintf(stderr, "ddp_train: %s\n", err);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  t->rng = train_rng_seed(o->seed);
+  tm_init_params(m, &t->rng);
+  if (tm_set_amp(m, o->amp) != 0) {
+    fprintf(stderr, "ddp_train: out of memory for --amp\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  t->scaler = (train_scaler_t){.scale = o->amp == TRAIN_AMP_FP16 ? (float)o->loss_scale : 1.0f,
+                               .clean = 0, .interval = 2000, .skipped = 0};
+  train_optim_opts_t oo;
+  train_optim_opts_default(&oo);
+  oo.momentum = (float)o->momentum;
+  oo.wd = (float)o->wd;
+  if (train_optim_create(&oo, m->count, m->nparams, &t->opt) != 0) {
+    fprintf(stderr, "ddp_train: out of memory for the optimizer\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  t->xbuf = alloc_or_abort(sizeof(float) * (size_t)o->batch * m->in_elems);
+  t->ybuf = alloc_or_abort(sizeof(int32_t) * (size_t)o->batch);
+  if (o->sync == SYNC_LANES) {
+    t->grad64 = alloc_or_abort(sizeof(double) * (m->total + 1));
+    t->lane_x = alloc_or_abort(sizeof(float) * (size_t)o->batch * m->in_elems);
+    t->lane_y = alloc_or_abort(sizeof(int32_t) * (size_t)o->batch);
+  }
   return 0;
 }
 
-/* Rank 0: serialises st plus the model, momentum and loss-scaler state, writes it atomically.
- * A failed write is reported and training goes on (the previous checkpoint stays intact). */
-static void save_checkpoint(const opts_t *o, const train_model_t *m, float *const *mom,
-                            const train_scaler_t *scaler, ckpt_state_t *st) {
+/* --resume: rank 0 reads and checks the file, every rank gets its bytes and restores the model,
+ * the optimizer state, the position, the RNG and the loss scaler. Returns 0, or 3 when the
+ * checkpoint is refused (rank 0 said why). */
+static int resume(trainer_t *t) {
+  const opts_t *o = &t->o;
+  train_model_t *m = &t->m;
+  if (!o->resume) return 0;
   char err[1024];
-  snprintf(st->model, sizeof st->model, "%s", o->model);
-  st->loss_scale = o->amp == TRAIN_AMP_FP16 ? scaler->scale : 0.0f;
-  st->scale_clean = o->amp == TRAIN_AMP_FP16 ? scaler->clean : 0;
-  void *cb = NULL;
-  size_t cbytes = 0;
-  if (ckpt_serialize(st, (float *const *)m->param, mom, m->count, &cb, &cbytes, err, sizeof err) != 0 ||
-      ckpt_write_atomic(o->checkpoint, cb, cbytes, err, sizeof err) != 0)
-    fprintf(stderr, "ddp_train: checkpoint not written: %s\n", err);
-  free(cb);
+  void *buf = NULL;
+  size_t bytes = 0;
+  ckpt_view_t view;
+  long long hdr[1] = {0};
+  if (t->rank == 0) {
+    int ok = ckpt_load_file(o->resume, &buf, &bytes, &view, err, sizeof err) == 0;
+    if (ok)
+      ok = ckpt_check_compatible(buf, &view, o->model, m->count, (uint32_t)m->nparams, t->size,
+                                 (uint64_t)o->batch, o->seed, err, sizeof err) == 0;
+    if (!ok) fprintf(stderr, "ddp_train: cannot resume from %s: %s\n", o->resume, err);
+    hdr[0] = ok ? (long long)bytes : -1;
+  }
+  MPI_Bcast(hdr, 1, MPI_LONG_LONG, 0, t->world);
+  if (hdr[0] < 0) {
+    free(buf);
+    return 3;
+  }
+  bytes = (size_t)hdr[0];
+  if (t->rank != 0) buf = alloc_or_abort(bytes);
+  for (size_t off = 0; off < bytes;) {
+    int n = bytes - off > (1u << 30) ? (1 << 30) : (int)(bytes - off);
+    MPI_Bcast((char *)buf + off, n, MPI_BYTE, 0, t->world);
+    off += (size_t)n;
+  }
+  if (t->rank != 0 && ckpt_parse(buf, bytes, &view, err, sizeof err) != 0) {
+    fprintf(stderr, "ddp_train: rank %d: checkpoint damaged in transit: %s\n", t->rank, err);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  ckpt_copy_floats(buf, view.params_off, m->param_block, m->total);
+  if (train_optim_state_block(t->opt))
+    ckpt_copy_floats(buf, view.momentum_off, train_optim_state_block(t->opt), m->total);
+  t->start_epoch = view.st.epoch;
+  t->start_step = view.st.step_in_epoch;
+  t->global_step = view.st.global_step;
+  t->rng = view.st.rng;
+  t->resume_loss_sum = view.st.loss_sum;
+  t->resume_loss_steps = view.st.loss_steps;
+  if (o->amp == TRAIN_AMP_FP16 && view.st.loss_scale >= 1.0f) {
+    t->scaler.scale = view.st.loss_scale;
+    t->scaler.clean = view.st.scale_clean;
+  }
+  free(buf);
+  return 0;
+}
+
+/* PyTorch-identical DistributedSampler + prefetching loader; steps per epoch agreed by all
+ * ranks, the schedule, the test subset; a resume position beyond this run ends the job. */
+static int setup_data(trainer_t *t) {
+  const opts_t *o = &t->o;
+  ddp_sampler_opts_t so;
+  APP_CHECK(ddp_sampler_opts_default(&so));
+  so.dataset_size = t->tri.count;
+  so.num_replicas = t->size;
+  so.rank = t->rank;
+  so.shuffle = 1;
+  so.seed = o->seed;
+  APP_CHECK(ddp_sampler_create(&so, &t->sampler));
+  ddp_loader_opts_t lo;
+  APP_CHECK(ddp_loader_opts_default(&lo));
+  lo.batch_size = (size_t)o->batch;
+  APP_CHECK(ddp_loader_create(t->sampler, t->train, &lo, &t->loader));
+  size_t nb = 0;
+  APP_CHECK(ddp_loader_num_batches(t->loader, &nb));
+  uint64_t steps_min = 0, steps_max = 0;
+  APP_CHECK(ddp_sampler_agree_steps(t->comm, nb, &steps_min, &steps_max));
+  t->steps = steps_min;
+  if (o->limit_steps && (uint64_t)o->limit_steps < t->steps) t->steps = (uint64_t)o->limit_steps;
+  t->total_steps = t->steps * (uint64_t)o->epochs;
+  t->warmup = o->warmup >= 0 ? (uint64_t)o->warmup : train_default_warmup(t->total_steps);
+  t->n_test = t->tei.count;
+  if (o->limit_test && (uint64_t)o->limit_test < t->n_test) t->n_test = (uint64_t)o->limit_test;
+  if (o->resume && (t->start_epoch > (uint64_t)o->epochs || t->start_step > t->steps)) {
+    if (t->rank == 0)
+      fprintf(stderr, "ddp_train: checkpoint position epoch %llu step %llu is beyond this run "
+              "(%d epochs of %llu steps)\n", (unsigned long long)t->start_epoch,
+              (unsigned long long)t->start_step, o->epochs, (unsigned long long)t->steps);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+  return 0;
+}
+
+/* The gradient exchange: device copies of the parameters (--device cuda), the reducer (rank 0's
+ * parameters broadcast at creation), or one broadcast of rank 0's parameters. */
+static int setup_exchange(trainer_t *t) {
+  const opts_t *o = &t->o;
+  train_model_t *m = &t->m;
+  ddp_param_t params[TM_MAX_PARAMS];
+  for (size_t i = 0; i < m->nparams; i++)
+    params[i] = (ddp_param_t){.data = m->param[i], .count = m->count[i], .dtype = DDP_F32,
+                              .mem = DDP_MEM_HOST, .name = m->pname[i], .grad = NULL};
+  snprintf(t->devdesc, sizeof t->devdesc, "host");
+  if (o->device) {
+    APP_CHECK(ddp_device_describe(t->comm, t->devdesc, sizeof t->devdesc));
+    APP_CHECK(ddp_stream_create(t->comm, &t->stream));
+    for (size_t i = 0; i < m->nparams; i++) {
+      t->host_grad[i] = m->grad[i]; /* the model's own storage */
+      APP_CHECK(ddp_device_malloc(t->comm, m->count[i] * sizeof(float), &t->dev_param[i]));
+      APP_CHECK(ddp_memcpy_async(t->comm, t->dev_param[i], m->param[i], m->count[i] * sizeof(float), t->stream));
+      params[i].data = t->dev_param[i];
+      params[i].mem = DDP_MEM_CUDA;
+    }
+    APP_CHECK(ddp_stream_synchronize(t->comm, t->stream));
+  }
+  if (o->sync != SYNC_REDUCER) {
+    /* Same starting point on every rank, as the reducer's creation guarantees. */
+    MPI_Bcast(m->param_block, (int)m->total, MPI_FLOAT, 0, t->world);
+    return 0;
+  }
+  ddp_reducer_opts_t ro;
+  APP_CHECK(ddp_reducer_opts_default(&ro));
+  ro.bucket_cap_mb = o->bucket_cap_mb;
+  /* PyTorch's smaller first bucket (1 MB), but never larger than the cap asked for. */
+  if (ro.first_bucket_mb > o->bucket_cap_mb) ro.first_bucket_mb = o->bucket_cap_mb;
+  ro.hook = o->hook;
+  if (o->algo) APP_CHECK(ddp_algo_parse(o->algo, &ro.algo));
+  ro.stream = t->stream;
+  APP_CHECK(ddp_reducer_create(t->comm, params, m->nparams, &ro, &t->reducer));
+  APP_CHECK(ddp_reducer_stats(t->reducer, &t->rs));
+  if (o->device) {
+    /* The reducer broadcast rank 0's parameters on the device: take them back. */
+    for (size_t i = 0; i < m->nparams; i++)
+      APP_CHECK(ddp_memcpy_async(t->comm, m->param[i], t->dev_param[i], m->count[i] * sizeof(float), t->stream));
+    APP_CHECK(ddp_stream_synchronize(t->comm, t->stream));
+  }
+  return 0;
+}
+
+/* --device cuda on a real GPU: the MLP's arithmetic moves there (the emulated device keeps it on
+ * the CPU, as does the CNN). Every rank sees the same kind and model, so every rank takes the
+ * same path. Also fills the gradient-ready context every step kind uses. */
+static int setup_gpu(trainer_t *t) {
+  const opts_t *o = &t->o;
+  train_model_t *m = &t->m;
+#if DDP_TRAIN_GPU
+  char err[512];
+  if (o->device && t->reducer && ddp_device_kind(t->comm) == DDP_TRAIN_GPU_KIND) {
+    int sizes[TM_MAX_LAYERS + 1], relu[TM_MAX_LAYERS], dense = m->nlayers <= TG_MAX_LAYERS;
+    for (int l = 0; l < m->nlayers && dense; l++) {
+      dense = m->layer[l].kind == TM_DENSE && m->layer[l].wi == 2 * l;
+      sizes[l] = m->layer[l].c;
+      sizes[l + 1] = m->layer[l].oc;
+      relu[l] = m->layer[l].relu;
+    }
+    if (!dense) {
+      t->gpu_note = "host (the CNN is not ported to the GPU; buckets and exchange on the device)";
+    } else {
+      if (tg_create(&t->tg, m->nlayers, sizes, relu, (int)o->batch, (int)o->amp, t->stream,
+                    t->dev_param, err, sizeof err) != 0 ||
+          tg_upload(t->tg, NULL, (const float *const *)opt_state(t), err, sizeof err) != 0) {
+        fprintf(stderr, "ddp_train: rank %d: cannot set up the model on the GPU: %s\n", t->rank, err);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+      APP_CHECK(ddp_device_malloc(t->comm, sizeof(int), (void **)&t->dev_flag));
+      t->gpu_math = 1;
+      t->gpu_note = tg_describe(t->tg);
+    }
+  }
+#endif
+  if (o->device && !t->gpu_note) t->gpu_note = "host (cblas; parameters and buckets on the device)";
+  t->rctx = (ready_ctx_t){.reducer = t->reducer, .st = DDP_OK, .comm = t->comm, .stream = t->stream,
+                          .host_grad = t->host_grad,
+                          .dev_grad = o->device && !t->gpu_math ? t->dev_grad : NULL,
+                          .count = m->count};
+  return 0;
+}
+
+/* Rank 0: the metrics CSV and the per-step log; every rank: whether to draw a progress line. */
+static void open_outputs(trainer_t *t) {
+  const opts_t *o = &t->o;
+  if (t->rank == 0 && o->metrics) {
+    t->metrics = fopen(o->metrics, o->resume ? "a" : "w");
+    if (!t->metrics) fprintf(stderr, "ddp_train: cannot write %s: %s\n", o->metrics, strerror(errno));
+    else if (!o->resume)
+      fprintf(t->metrics, "epoch,global_step,train_loss,test_acc,samples_per_s,epoch_s,lr\n");
+  }
+  if (t->rank == 0 && o->log_steps) {
+    t->steplog = fopen(o->log_steps, "w");
+    if (!t->steplog) fprintf(stderr, "ddp_train: cannot write %s: %s\n", o->log_steps, strerror(errno));
+  }
+  int progress = o->progress > 0 || (o->progress < 0 && isatty(STDOUT_FILENO) &&
+                                     !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_RANK") &&
+                                     !getenv("PMIX_RANK"));
+  t->progress = progress && t->rank == 0;
 }
 
 static const char *amp_name(train_amp_t a) {
@@ -427,525 +825,248 @@ static const char *hook_name(ddp_hook_t h) {
   return h == DDP_HOOK_FP16 ? "fp16" : h == DDP_HOOK_BF16 ? "bf16" : "none";
 }
 
-int main(int argc, char **argv) {
-  app_blas_auto(argv); /* before MPI starts: may re-execute with a faster OpenBLAS kernel */
-  ddp_comm_t *comm = NULL;
-  APP_CHECK(ddp_init(&argc, &argv, MPI_COMM_NULL, &comm));
-  int rank = 0, size = 1;
-  APP_CHECK(ddp_comm_rank(comm, &rank));
-  APP_CHECK(ddp_comm_size(comm, &size));
-  MPI_Comm world;
-  APP_CHECK(ddp_comm_mpi(comm, DDP_COMM_WORLD, &world));
+/* Rank 0's header: model, data, schedule, exchange, precision, memory, resume position. */
+static void print_header(const trainer_t *t) {
+  const opts_t *o = &t->o;
+  const train_model_t *m = &t->m;
+  if (t->rank != 0) return;
+  int size = t->size;
+  printf("# ddp_train: %s (%zu parameters), Fashion-MNIST %llu train / %llu test images\n",
+         m->desc, m->total, (unsigned long long)t->tri.count, (unsigned long long)t->n_test);
+  printf("# ranks %d, per-rank batch %ld, global batch %ld, %llu steps/epoch, %d epochs\n",
+         size, o->batch, o->batch * size, (unsigned long long)t->steps, o->epochs);
+  printf("# SGD lr %g momentum %g wd %g, warmup %llu steps then cosine to 0 over %llu steps\n",
+         o->lr, o->momentum, o->wd, (unsigned long long)t->warmup, (unsigned long long)t->total_steps);
+  if (o->sync == SYNC_REDUCER)
+    printf("# grad sync: reducer, %zu bucket(s) (cap %g MB), hook %s, algo %s, buckets on %s; "
+           "BLAS threads %d\n", t->rs.nbuckets, o->bucket_cap_mb, hook_name(o->hook),
+           o->algo ? o->algo : "auto", o->device ? t->devdesc : "host", o->threads);
+  else if (o->sync == SYNC_LANES)
+    printf("# grad sync: deterministic, %ld lanes (%ld per rank), one f64 allreduce of %zu "
+           "gradients after backward; BLAS threads %d\n", o->lanes, o->lanes / size, m->total,
+           o->threads);
+  else
+    printf("# grad sync: one MPI_Allreduce of all %zu gradients after backward; BLAS threads %d\n",
+           m->total, o->threads);
+  if (o->device)
+    printf("# model arithmetic: %s%s%s\n", t->gpu_math ? "GPU, " : "", t->gpu_note,
+           t->gpu_math && o->checkpoint_activations ? " (--checkpoint-activations: host model only)"
+                                                    : "");
+  if (o->amp != TRAIN_AMP_NONE)
+    printf("# mixed precision (%s): %s operands, f32 accumulation and master weights%s\n",
+           t->gpu_math ? "GPU" : "CPU emulation", amp_name(o->amp),
+           o->amp == TRAIN_AMP_FP16 ? ", dynamic loss scaling" : "");
+  printf("# activation memory per rank: %.2f MB %s (%.2f MB %s, %.0f%% saved)\n",
+         (double)m->act_bytes / 1048576.0,
+         o->checkpoint_activations ? "with checkpointing" : "without checkpointing",
+         (double)(o->checkpoint_activations ? m->act_bytes_full : m->act_bytes_ckpt) / 1048576.0,
+         o->checkpoint_activations ? "without" : "with --checkpoint-activations",
+         100.0 * (1.0 - (double)m->act_bytes_ckpt / (double)m->act_bytes_full));
+  if (o->resume)
+    printf("# resumed from %s at epoch %llu step %llu (global step %llu)\n", o->resume,
+           (unsigned long long)t->start_epoch + 1, (unsigned long long)t->start_step,
+           (unsigned long long)t->global_step);
+  printf("%5s %11s %9s %11s %8s\n", "epoch", "train_loss", "test_acc", "samples/s", "time_s");
+  fflush(stdout);
+}
 
-  opts_t o;
-  int pr = parse_args(argc, argv, &o, rank != 0);
-  if (pr == 0 && o.sync == SYNC_LANES && o.lanes % size != 0) {
-    if (rank == 0)
-      fprintf(stderr, "ddp_train: --deterministic %ld needs a lane count that is a multiple of the "
-              "%d ranks\n", o.lanes, size);
-    pr = -1;
+/* Test accuracy over the first n_test images, split into contiguous ranges across ranks and
+ * summed with one allreduce, so every image is counted exactly once. Ends the job on error. */
+static double evaluate(trainer_t *t) {
+  train_model_t *m = &t->m;
+  uint64_t lo = t->n_test * (uint64_t)t->rank / (uint64_t)t->size;
+  uint64_t hi = t->n_test * (uint64_t)(t->rank + 1) / (uint64_t)t->size;
+  uint64_t counts[2] = {0, hi - lo};
+  int bad = 0;
+  for (uint64_t i = lo; i < hi && !bad;) {
+    int b = 0;
+    for (; b < m->max_batch && i < hi && !bad; b++, i++)
+      bad = ddp_dataset_get(t->test, i, t->xbuf + (size_t)b * m->in_elems, m->in_elems,
+                            &t->ybuf[b]) != DDP_OK;
+    if (!bad) counts[0] += tm_count_correct(m, t->xbuf, t->ybuf, b);
   }
-  if (pr == 0 && o.device) {
-    /* Every rank needs a device; all of them learn whether one lacks it, and leave together. */
-    int have = ddp_device_available(comm), all = 0;
-    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, world);
-    if (!have) {
-      char why[160];
-      ddp_device_describe(comm, why, sizeof why);
-      fprintf(stderr, "ddp_train: --device cuda: no device on rank %d: %s (a GPU, or "
-              "DDP_DEVICE_EMULATE=1 for the host emulation)\n", rank, why);
-    }
-    if (!all) pr = -1;
-  }
-  if (pr != 0) {
-    /* Every rank parses the same arguments, so every rank leaves here together. */
-    if (ddp_finalize(&comm) != DDP_OK) return 1;
-    return pr < 0 ? 2 : 0;
-  }
-  ddp_comm_info_t cinfo;
-  APP_CHECK(ddp_comm_info(comm, &cinfo));
-  app_blas_note(cinfo.local_rank == 0, 1); /* before the header: rank 0 prints first */
-  openblas_set_num_threads(o.threads);
-
-  ddp_dataset_t *train = NULL, *test = NULL;
-  APP_CHECK(ddp_dataset_open_fmnist(o.data, 1, &train));
-  APP_CHECK(ddp_dataset_open_fmnist(o.data, 0, &test));
-  ddp_dataset_info_t tri, tei;
-  APP_CHECK(ddp_dataset_info(train, &tri));
-  APP_CHECK(ddp_dataset_info(test, &tei));
-
-  train_model_t m;
-  char err[1024];
-  if (tm_create(&m, o.model, (int)o.batch, tri.classes, o.checkpoint_activations, err, sizeof err)) {
-    if (rank == 0) fprintf(stderr, "ddp_train: %s\n", err);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  uint64_t rng = o.seed * 0x2545F4914F6CDD1DULL + 1;
-  tm_init_params(&m, &rng);
-  if (tm_set_amp(&m, o.amp) != 0) {
-    fprintf(stderr, "ddp_train: out of memory for --amp\n");
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  train_scaler_t scaler = {.scale = o.amp == TRAIN_AMP_FP16 ? (float)o.loss_scale : 1.0f,
-                           .clean = 0, .interval = 2000, .skipped = 0};
-  float *mom_block = calloc(m.total, sizeof(float));
-  float *flat_grad = calloc(m.total, sizeof(float)); /* --sync mpi, --deterministic, --device */
-  float *mom[TM_MAX_PARAMS];
-  float *xbuf = malloc(sizeof(float) * (size_t)o.batch * m.in_elems);
-  int32_t *ybuf = malloc(sizeof(int32_t) * (size_t)o.batch);
-  if (!mom_block || !flat_grad || !xbuf || !ybuf) {
-    fprintf(stderr, "ddp_train: out of memory\n");
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  for (size_t i = 0, off = 0; i < m.nparams; off += m.count[i], i++) mom[i] = mom_block + off;
-
-  double *grad64 = NULL; /* --deterministic: lane-weighted gradient sum, then the sample count */
-  float *lane_x = NULL;
-  int32_t *lane_y = NULL;
-  if (o.sync == SYNC_LANES) {
-    grad64 = malloc(sizeof(double) * (m.total + 1));
-    lane_x = malloc(sizeof(float) * (size_t)o.batch * m.in_elems);
-    lane_y = malloc(sizeof(int32_t) * (size_t)o.batch);
-    if (!grad64 || !lane_x || !lane_y) {
-      fprintf(stderr, "ddp_train: out of memory\n");
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-  }
-
-  /* ---- resume: rank 0 reads and checks the file, every rank gets its bytes ---- */
-  uint64_t start_epoch = 0, start_step = 0, global_step = 0;
-  double resume_loss_sum = 0.0;
-  uint64_t resume_loss_steps = 0;
-  if (o.resume) {
-    void *buf = NULL;
-    size_t bytes = 0;
-    ckpt_view_t view;
-    long long hdr[1] = {0};
-    int ok = 1;
-    if (rank == 0) {
-      ok = ckpt_load_file(o.resume, &buf, &bytes, &view, err, sizeof err) == 0;
-      if (ok)
-        ok = ckpt_check_compatible(buf, &view, o.model, m.count, (uint32_t)m.nparams, size,
-                                   (uint64_t)o.batch, o.seed, err, sizeof err) == 0;
-      if (!ok) fprintf(stderr, "ddp_train: cannot resume from %s: %s\n", o.resume, err);
-      hdr[0] = ok ? (long long)bytes : -1;
-    }
-    MPI_Bcast(hdr, 1, MPI_LONG_LONG, 0, world);
-    if (hdr[0] < 0) {
-      free(buf);
-      tm_free(&m);
-      ddp_dataset_destroy(&train);
-      ddp_dataset_destroy(&test);
-      free(mom_block), free(flat_grad), free(xbuf), free(ybuf), free(grad64), free(lane_x), free(lane_y);
-      ddp_finalize(&comm);
-      return 3;
-    }
-    bytes = (size_t)hdr[0];
-    if (rank != 0) buf = malloc(bytes);
-    if (!buf) MPI_Abort(MPI_COMM_WORLD, 1);
-    for (size_t off = 0; off < bytes;) {
-      int n = bytes - off > (1u << 30) ? (1 << 30) : (int)(bytes - off);
-      MPI_Bcast((char *)buf + off, n, MPI_BYTE, 0, world);
-      off += (size_t)n;
-    }
-    if (rank != 0 && ckpt_parse(buf, bytes, &view, err, sizeof err) != 0) {
-      fprintf(stderr, "ddp_train: rank %d: checkpoint damaged in transit: %s\n", rank, err);
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    ckpt_copy_floats(buf, view.params_off, m.param_block, m.total);
-    ckpt_copy_floats(buf, view.momentum_off, mom_block, m.total);
-    start_epoch = view.st.epoch;
-    start_step = view.st.step_in_epoch;
-    global_step = view.st.global_step;
-    rng = view.st.rng;
-    resume_loss_sum = view.st.loss_sum;
-    resume_loss_steps = view.st.loss_steps;
-    if (o.amp == TRAIN_AMP_FP16 && view.st.loss_scale >= 1.0f) {
-      scaler.scale = view.st.loss_scale;
-      scaler.clean = view.st.scale_clean;
-    }
-    free(buf);
-  }
-
-  /* ---- data: PyTorch-identical DistributedSampler + prefetching loader ---- */
-  ddp_sampler_opts_t so;
-  ddp_sampler_opts_default(&so);
-  so.dataset_size = tri.count;
-  so.num_replicas = size;
-  so.rank = rank;
-  so.shuffle = 1;
-  so.seed = o.seed;
-  ddp_sampler_t *sampler = NULL;
-  APP_CHECK(ddp_sampler_create(&so, &sampler));
-  ddp_loader_opts_t lo;
-  ddp_loader_opts_default(&lo);
-  lo.batch_size = (size_t)o.batch;
-  ddp_loader_t *loader = NULL;
-  APP_CHECK(ddp_loader_create(sampler, train, &lo, &loader));
-  size_t nb = 0;
-  APP_CHECK(ddp_loader_num_batches(loader, &nb));
-  uint64_t steps_min = 0, steps_max = 0;
-  APP_CHECK(ddp_sampler_agree_steps(comm, nb, &steps_min, &steps_max));
-  uint64_t steps = steps_min;
-  if (o.limit_steps && (uint64_t)o.limit_steps < steps) steps = (uint64_t)o.limit_steps;
-  uint64_t total_steps = steps * (uint64_t)o.epochs;
-  uint64_t warmup = o.warmup >= 0 ? (uint64_t)o.warmup : train_default_warmup(total_steps);
-  uint64_t n_test = tei.count;
-  if (o.limit_test && (uint64_t)o.limit_test < n_test) n_test = (uint64_t)o.limit_test;
-  if (o.resume && (start_epoch > (uint64_t)o.epochs || start_step > steps)) {
-    if (rank == 0)
-      fprintf(stderr, "ddp_train: checkpoint position epoch %llu step %llu is beyond this run "
-              "(%d epochs of %llu steps)\n", (unsigned long long)start_epoch,
-              (unsigned long long)start_step, o.epochs, (unsigned long long)steps);
-    MPI_Abort(MPI_COMM_WORLD, 3);
-  }
-
-  /* ---- gradient exchange ---- */
-  ddp_reducer_t *reducer = NULL;
-  ddp_param_t params[TM_MAX_PARAMS];
-  for (size_t i = 0; i < m.nparams; i++)
-    params[i] = (ddp_param_t){.data = m.param[i], .count = m.count[i], .dtype = DDP_F32,
-                              .mem = DDP_MEM_HOST, .name = m.pname[i], .grad = NULL};
-  ddp_reducer_stats_t rs = {0};
-  ddp_stream_t *stream = NULL;
-  void *dev_param[TM_MAX_PARAMS] = {0}, *dev_grad[TM_MAX_PARAMS] = {0};
-  float *host_grad[TM_MAX_PARAMS] = {0};
-  char devdesc[160] = "host";
-  if (o.device) {
-    APP_CHECK(ddp_device_describe(comm, devdesc, sizeof devdesc));
-    APP_CHECK(ddp_stream_create(comm, &stream));
-    for (size_t i = 0, off = 0; i < m.nparams; off += m.count[i], i++) {
-      host_grad[i] = flat_grad + off;
-      APP_CHECK(ddp_device_malloc(comm, m.count[i] * sizeof(float), &dev_param[i]));
-      APP_CHECK(ddp_memcpy_async(comm, dev_param[i], m.param[i], m.count[i] * sizeof(float), stream));
-      params[i].data = dev_param[i];
-      params[i].mem = DDP_MEM_CUDA;
-    }
-    APP_CHECK(ddp_stream_synchronize(comm, stream));
-  }
-  if (o.sync == SYNC_REDUCER) {
-    ddp_reducer_opts_t ro;
-    APP_CHECK(ddp_reducer_opts_default(&ro));
-    ro.bucket_cap_mb = o.bucket_cap_mb;
-    /* PyTorch's smaller first bucket (1 MB), but never larger than the cap asked for. */
-    if (ro.first_bucket_mb > o.bucket_cap_mb) ro.first_bucket_mb = o.bucket_cap_mb;
-    ro.hook = o.hook;
-    if (o.algo) APP_CHECK(ddp_algo_parse(o.algo, &ro.algo));
-    ro.stream = stream;
-    APP_CHECK(ddp_reducer_create(comm, params, m.nparams, &ro, &reducer));
-    APP_CHECK(ddp_reducer_stats(reducer, &rs));
-    if (o.device) {
-      /* The reducer broadcast rank 0's parameters on the device: take them back. */
-      for (size_t i = 0; i < m.nparams; i++)
-        APP_CHECK(ddp_memcpy_async(comm, m.param[i], dev_param[i], m.count[i] * sizeof(float), stream));
-      APP_CHECK(ddp_stream_synchronize(comm, stream));
-    }
-  } else {
-    /* Same starting point on every rank, as the reducer's creation guarantees. */
-    MPI_Bcast(m.param_block, (int)m.total, MPI_FLOAT, 0, world);
-    for (size_t i = 0, off = 0; i < m.nparams; off += m.count[i], i++) m.grad[i] = flat_grad + off;
-  }
-
-  /* --device cuda on a real GPU: the MLP's arithmetic moves there (the emulated device keeps
-   * it on the CPU, as does the CNN). Every rank sees the same kind and model, so every rank
-   * takes the same path. */
-  int gpu_math = 0;
-  const char *gpu_note = NULL;
-#if DDP_TRAIN_GPU
-  tg_model_t *tg = NULL;
-  int *dev_flag = NULL;
-  if (o.device && reducer && ddp_device_kind(comm) == DDP_TRAIN_GPU_KIND) {
-    int sizes[TM_MAX_LAYERS + 1], relu[TM_MAX_LAYERS], dense = m.nlayers <= TG_MAX_LAYERS;
-    for (int l = 0; l < m.nlayers && dense; l++) {
-      dense = m.layer[l].kind == TM_DENSE && m.layer[l].wi == 2 * l;
-      sizes[l] = m.layer[l].c;
-      sizes[l + 1] = m.layer[l].oc;
-      relu[l] = m.layer[l].relu;
-    }
-    if (!dense) {
-      gpu_note = "host (the CNN is not ported to the GPU; buckets and exchange on the device)";
-    } else {
-      if (tg_create(&tg, m.nlayers, sizes, relu, (int)o.batch, (int)o.amp, stream, dev_param,
-                    err, sizeof err) != 0 ||
-          tg_upload(tg, NULL, (const float *const *)mom, err, sizeof err) != 0) {
-        fprintf(stderr, "ddp_train: rank %d: cannot set up the model on the GPU: %s\n", rank, err);
-        MPI_Abort(MPI_COMM_WORLD, 1);
-      }
-      APP_CHECK(ddp_device_malloc(comm, sizeof(int), (void **)&dev_flag));
-      gpu_math = 1;
-      gpu_note = tg_describe(tg);
-    }
-  }
-#endif
-  if (o.device && !gpu_note)
-    gpu_note = "host (cblas; parameters and buckets on the device)";
-
-  FILE *metrics = NULL, *steplog = NULL;
-  if (rank == 0 && o.metrics) {
-    metrics = fopen(o.metrics, o.resume ? "a" : "w");
-    if (!metrics) fprintf(stderr, "ddp_train: cannot write %s: %s\n", o.metrics, strerror(errno));
-    else if (!o.resume)
-      fprintf(metrics, "epoch,global_step,train_loss,test_acc,samples_per_s,epoch_s,lr\n");
-  }
-  if (rank == 0 && o.log_steps) {
-    steplog = fopen(o.log_steps, "w");
-    if (!steplog) fprintf(stderr, "ddp_train: cannot write %s: %s\n", o.log_steps, strerror(errno));
-  }
-  int progress = o.progress > 0 || (o.progress < 0 && isatty(STDOUT_FILENO) &&
-                                     !getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_RANK") &&
-                                     !getenv("PMIX_RANK"));
-  progress = progress && rank == 0;
-
-  if (rank == 0) {
-    printf("# ddp_train: %s (%zu parameters), Fashion-MNIST %llu train / %llu test images\n",
-           m.desc, m.total, (unsigned long long)tri.count, (unsigned long long)n_test);
-    printf("# ranks %d, per-rank batch %ld, global batch %ld, %llu steps/epoch, %d epochs\n",
-           size, o.batch, o.batch * size, (unsigned long long)steps, o.epochs);
-    printf("# SGD lr %g momentum %g wd %g, warmup %llu steps then cosine to 0 over %llu steps\n",
-           o.lr, o.momentum, o.wd, (unsigned long long)warmup, (unsigned long long)total_steps);
-    if (o.sync == SYNC_REDUCER)
-      printf("# grad sync: reducer, %zu bucket(s) (cap %g MB), hook %s, algo %s, buckets on %s; "
-             "BLAS threads %d\n", rs.nbuckets, o.bucket_cap_mb, hook_name(o.hook),
-             o.algo ? o.algo : "auto", o.device ? devdesc : "host", o.threads);
-    else if (o.sync == SYNC_LANES)
-      printf("# grad sync: deterministic, %ld lanes (%ld per rank), one f64 allreduce of %zu "
-             "gradients after backward; BLAS threads %d\n", o.lanes, o.lanes / size, m.total,
-             o.threads);
-    else
-      printf("# grad sync: one MPI_Allreduce of all %zu gradients after backward; BLAS threads %d\n",
-             m.total, o.threads);
-    if (o.device)
-      printf("# model arithmetic: %s%s%s\n", gpu_math ? "GPU, " : "", gpu_note,
-             gpu_math && o.checkpoint_activations ? " (--checkpoint-activations: host model only)"
-                                                  : "");
-    if (o.amp != TRAIN_AMP_NONE)
-      printf("# mixed precision (%s): %s operands, f32 accumulation and master weights%s\n",
-             gpu_math ? "GPU" : "CPU emulation", amp_name(o.amp),
-             o.amp == TRAIN_AMP_FP16 ? ", dynamic loss scaling" : "");
-    printf("# activation memory per rank: %.2f MB %s (%.2f MB %s, %.0f%% saved)\n",
-           (double)m.act_bytes / 1048576.0,
-           o.checkpoint_activations ? "with checkpointing" : "without checkpointing",
-           (double)(o.checkpoint_activations ? m.act_bytes_full : m.act_bytes_ckpt) / 1048576.0,
-           o.checkpoint_activations ? "without" : "with --checkpoint-activations",
-           100.0 * (1.0 - (double)m.act_bytes_ckpt / (double)m.act_bytes_full));
-    if (o.resume)
-      printf("# resumed from %s at epoch %llu step %llu (global step %llu)\n", o.resume,
-             (unsigned long long)start_epoch + 1, (unsigned long long)start_step,
-             (unsigned long long)global_step);
-    printf("%5s %11s %9s %11s %8s\n", "epoch", "train_loss", "test_acc", "samples/s", "time_s");
-    fflush(stdout);
-  }
-
-  ready_ctx_t rctx = {.reducer = reducer, .st = DDP_OK, .comm = comm, .stream = stream,
-                      .host_grad = host_grad, .dev_grad = o.device && !gpu_math ? dev_grad : NULL,
-                      .count = m.count};
-  double acc = 0.0, run_t0 = train_now();
-  int stopped = 0;
-  for (uint64_t epoch = start_epoch; epoch < (uint64_t)o.epochs && !stopped; epoch++) {
-    double t0 = train_now();
-    APP_CHECK(ddp_loader_start_epoch(loader, epoch));
-    uint64_t first = epoch == start_epoch ? start_step : 0;
-    double loss_sum = epoch == start_epoch ? resume_loss_sum : 0.0;
-    uint64_t loss_steps = epoch == start_epoch ? resume_loss_steps : 0;
-    ddp_batch_t b;
-    for (uint64_t s = 0; s < first; s++) APP_CHECK(ddp_loader_next(loader, &b)); /* skip done */
-    double lr = 0.0;
-    uint64_t samples = 0;
-    for (uint64_t s = first; s < steps; s++) {
-      APP_CHECK(ddp_loader_next(loader, &b));
-      if (b.count == 0) break;
-      double loss = 0.0;
-      lr = train_lr(o.lr, global_step, warmup, total_steps);
-#if DDP_TRAIN_GPU
-      if (gpu_math) {
-        if (gpu_step(tg, comm, reducer, &rctx, &m, &b, &o, &scaler, dev_flag, (float)lr, &loss))
-          return 1;
-      } else
-#endif
-      {
-        if (reducer && o.device) {
-          for (size_t i = 0; i < m.nparams; i++) {
-            APP_CHECK(ddp_reducer_grad(reducer, i, &dev_grad[i]));
-            m.grad[i] = host_grad[i];
-          }
-        } else if (reducer) {
-          for (size_t i = 0; i < m.nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, (void **)&m.grad[i]));
-        }
-        m.loss_scale = scaler.scale;
-        if (o.sync == SYNC_LANES) {
-          /* Local sample j sits at position rank + j * size of the global batch, so its lane is
-           * (rank + j * size) mod L: the rank owns lanes rank, rank + size, ... (local lane
-           * j mod (L / size)). */
-          size_t per = (size_t)(o.lanes / size), E = m.in_elems;
-          memset(grad64, 0, sizeof(double) * (m.total + 1));
-          for (size_t k = 0; k < per; k++) {
-            size_t n = 0;
-            for (size_t j = k; j < b.count; j += per, n++) {
-              memcpy(lane_x + n * E, b.x + j * E, sizeof(float) * E);
-              lane_y[n] = b.y[j];
-            }
-            if (n == 0) continue;
-            loss += tm_forward(&m, lane_x, lane_y, (int)n) * (double)n;
-            tm_backward(&m, lane_x, lane_y, (int)n, NULL, NULL);
-            for (size_t e = 0; e < m.total; e++) grad64[e] += (double)flat_grad[e] * (double)n;
-          }
-          loss /= (double)b.count;
-          grad64[m.total] = (double)b.count;
-          APP_CHECK(ddp_allreduce(comm, DDP_IN_PLACE, grad64, m.total + 1, DDP_F64, DDP_SUM, NULL));
-          for (size_t e = 0; e < m.total; e++) flat_grad[e] = (float)(grad64[e] / grad64[m.total]);
-        } else {
-          loss = tm_forward(&m, b.x, b.y, (int)b.count);
-          tm_backward(&m, b.x, b.y, (int)b.count, on_grad_ready, &rctx);
-          APP_CHECK(rctx.st);
-        }
-        if (o.sync == SYNC_LANES) {
-          /* averaged above */
-        } else if (reducer) {
-          APP_CHECK(ddp_reducer_finish(reducer));
-          /* finish() may rebuild the buckets (first iteration): fetch the views again. */
-          if (o.device) {
-            for (size_t i = 0; i < m.nparams; i++) {
-              APP_CHECK(ddp_reducer_grad(reducer, i, &dev_grad[i]));
-              APP_CHECK(ddp_memcpy_async(comm, host_grad[i], dev_grad[i], m.count[i] * sizeof(float), stream));
-            }
-            APP_CHECK(ddp_stream_synchronize(comm, stream));
-          } else {
-            for (size_t i = 0; i < m.nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, (void **)&m.grad[i]));
-          }
-        } else {
-          if (MPI_Allreduce(MPI_IN_PLACE, flat_grad, (int)m.total, MPI_FLOAT, MPI_SUM, world) != MPI_SUCCESS)
-            MPI_Abort(MPI_COMM_WORLD, 1);
-          float inv = 1.0f / (float)size;
-          for (size_t k = 0; k < m.total; k++) flat_grad[k] *= inv;
-        }
-        int take_step = 1;
-        if (o.amp == TRAIN_AMP_FP16) {
-          /* Every rank holds the same averaged gradients, so every rank decides the same. */
-          for (size_t i = 0; i < m.nparams; i++)
-            take_step &= train_unscale_check(m.grad[i], m.count[i], scaler.scale);
-          train_scaler_update(&scaler, take_step);
-        }
-        if (take_step)
-          for (size_t i = 0; i < m.nparams; i++)
-            train_sgd_step(m.param[i], m.grad[i], mom[i], m.count[i], (float)lr, (float)o.momentum,
-                           (float)o.wd);
-      }
-      global_step++;
-      loss_sum += loss;
-      loss_steps++;
-      samples += b.count;
-      if (steplog) fprintf(steplog, "%llu %.9g %.9g\n", (unsigned long long)global_step, loss, lr);
-      if (progress && (s % 20 == 0 || s + 1 == steps)) {
-        printf("\r  epoch %llu [%5llu/%5llu] loss %.4f", (unsigned long long)epoch + 1,
-               (unsigned long long)s + 1, (unsigned long long)steps, loss_sum / (double)loss_steps);
-        fflush(stdout);
-      }
-      int last_step = s + 1 == steps;
-      int do_ckpt = o.checkpoint && o.checkpoint_every &&
-                    (global_step % (uint64_t)o.checkpoint_every == 0);
-      int stop_now = o.stop_after && global_step >= (uint64_t)o.stop_after;
-      if (do_ckpt && !last_step) {
-        /* Mid-epoch position: this epoch, s + 1 batches done; the loss sum is the mean over
-         * ranks so that every rank resumes with the same running value. */
-#if DDP_TRAIN_GPU
-        if (rank == 0) gpu_download(tg, &m, mom);
-#endif
-        double g = 0.0;
-        MPI_Allreduce(&loss_sum, &g, 1, MPI_DOUBLE, MPI_SUM, world);
-        if (rank == 0) {
-          ckpt_state_t st = {.nparams = (uint32_t)m.nparams, .world = size,
-                             .batch = (uint64_t)o.batch, .seed = o.seed, .epoch = epoch,
-                             .step_in_epoch = s + 1, .global_step = global_step, .rng = rng,
-                             .loss_sum = g / size, .loss_steps = loss_steps,
-                             .epochs = (uint64_t)o.epochs};
-          save_checkpoint(&o, &m, mom, &scaler, &st);
-        }
-      }
-      if (stop_now) {
-        stopped = 1;
-        break;
-      }
-    }
-    double t_train = train_now() - t0;
-#if DDP_TRAIN_GPU
-    gpu_download(tg, &m, mom); /* evaluation, checkpoint and the final CRC read the host copy */
-#endif
-    if (progress) printf("\r\033[K");
-    if (stopped) {
-      if (rank == 0) printf("# stopped after global step %llu (--stop-after)\n", (unsigned long long)global_step);
-      break;
-    }
-    double gsum = 0.0;
-    MPI_Allreduce(&loss_sum, &gsum, 1, MPI_DOUBLE, MPI_SUM, world);
-    double epoch_loss = loss_steps ? gsum / size / (double)loss_steps : 0.0;
-    uint64_t gsamples = 0;
-    MPI_Allreduce(&samples, &gsamples, 1, MPI_UINT64_T, MPI_SUM, world);
-    if (evaluate(&m, test, n_test, world, rank, size, xbuf, ybuf, &acc) != 0) {
-      fprintf(stderr, "ddp_train: evaluation failed: %s\n", ddp_last_error());
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    double t_epoch = train_now() - t0;
-    double sps = t_train > 0 ? (double)gsamples / t_train : 0.0;
-    if (rank == 0) {
-      printf("%5llu %11.6f %8.2f%% %11.1f %8.2f\n", (unsigned long long)epoch + 1, epoch_loss,
-             100.0 * acc, sps, t_epoch);
-      fflush(stdout);
-      if (metrics) {
-        fprintf(metrics, "%llu,%llu,%.9g,%.6f,%.1f,%.3f,%.6g\n", (unsigned long long)epoch + 1,
-                (unsigned long long)global_step, epoch_loss, acc, sps, t_epoch, lr);
-        fflush(metrics);
-      }
-    }
-    /* End-of-epoch checkpoint: position (next epoch, step 0). */
-    if (o.checkpoint && (!o.checkpoint_every || global_step % (uint64_t)o.checkpoint_every == 0) &&
-        rank == 0) {
-      ckpt_state_t st = {.nparams = (uint32_t)m.nparams, .world = size, .batch = (uint64_t)o.batch,
-                         .seed = o.seed, .epoch = epoch + 1, .step_in_epoch = 0,
-                         .global_step = global_step, .rng = rng, .loss_sum = 0.0, .loss_steps = 0,
-                         .epochs = (uint64_t)o.epochs};
-      save_checkpoint(&o, &m, mom, &scaler, &st);
-    }
-  }
-  if (!stopped && start_epoch >= (uint64_t)o.epochs &&
-      evaluate(&m, test, n_test, world, rank, size, xbuf, ybuf, &acc) != 0) {
-    /* Resumed from the end of the last epoch: nothing to train, report the model as is. */
+  if (bad || MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_UINT64_T, MPI_SUM, t->world) != MPI_SUCCESS) {
     fprintf(stderr, "ddp_train: evaluation failed: %s\n", ddp_last_error());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  if (rank == 0 && !stopped) {
-    printf("final: test accuracy %.2f%% after %d epochs (%d ranks, global batch %ld), %.1f s\n",
-           100.0 * acc, o.epochs, size, o.batch * size, train_now() - run_t0);
-    if (o.amp == TRAIN_AMP_FP16)
-      printf("# amp fp16: %llu step(s) skipped for inf/nan gradients, loss scale now %g\n",
-             (unsigned long long)scaler.skipped, (double)scaler.scale);
-    printf("# final parameters: CRC32 0x%08x over %zu f32 values\n",
-           ckpt_crc32(m.param_block, sizeof(float) * m.total), m.total);
-    if (reducer && ddp_reducer_stats(reducer, &rs) == DDP_OK && rs.iterations)
-      printf("# reducer: %zu buckets, comm %.3f ms/step, exposed %.3f ms/step, %.0f%% hidden\n",
-             rs.nbuckets, rs.comm_ms_avg, rs.exposed_ms_avg, 100.0 * rs.hidden_fraction);
+  return counts[1] ? (double)counts[0] / (double)counts[1] : 0.0;
+}
+
+/* Rank 0: the model, optimizer state, loss scaler and position `st` written atomically. A
+ * failed write is reported and training goes on (the previous checkpoint stays intact). */
+static void save_checkpoint(trainer_t *t, uint64_t epoch, uint64_t step_in_epoch, double loss_sum,
+                            uint64_t loss_steps) {
+  const opts_t *o = &t->o;
+  ckpt_state_t st = {.nparams = (uint32_t)t->m.nparams, .world = t->size,
+                     .batch = (uint64_t)o->batch, .seed = o->seed, .epoch = epoch,
+                     .step_in_epoch = step_in_epoch, .global_step = t->global_step, .rng = t->rng,
+                     .loss_sum = loss_sum, .loss_steps = loss_steps,
+                     .epochs = (uint64_t)o->epochs};
+  char err[1024];
+  snprintf(st.model, sizeof st.model, "%s", o->model);
+  st.loss_scale = o->amp == TRAIN_AMP_FP16 ? t->scaler.scale : 0.0f;
+  st.scale_clean = o->amp == TRAIN_AMP_FP16 ? t->scaler.clean : 0;
+  void *cb = NULL;
+  size_t cbytes = 0;
+  if (ckpt_serialize(&st, (float *const *)t->m.param, opt_state(t), t->m.count, &cb, &cbytes, err,
+                     sizeof err) != 0 ||
+      ckpt_write_atomic(o->checkpoint, cb, cbytes, err, sizeof err) != 0)
+    fprintf(stderr, "ddp_train: checkpoint not written: %s\n", err);
+  free(cb);
+}
+
+/* One epoch: the steps (from the resume position in the first), mid-epoch checkpoints,
+ * --stop-after; then the epoch's loss over ranks, the evaluation, rank 0's line and the
+ * end-of-epoch checkpoint. *stopped: --stop-after ended the run. */
+static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) {
+  const opts_t *o = &t->o;
+  double t0 = train_now();
+  APP_CHECK(ddp_loader_start_epoch(t->loader, epoch));
+  int first_epoch = epoch == t->start_epoch;
+  uint64_t first = first_epoch ? t->start_step : 0;
+  double loss_sum = first_epoch ? t->resume_loss_sum : 0.0;
+  uint64_t loss_steps = first_epoch ? t->resume_loss_steps : 0;
+  ddp_batch_t b;
+  for (uint64_t s = 0; s < first; s++) APP_CHECK(ddp_loader_next(t->loader, &b)); /* skip done */
+  double lr = 0.0;
+  uint64_t samples = 0;
+  for (uint64_t s = first; s < t->steps; s++) {
+    APP_CHECK(ddp_loader_next(t->loader, &b));
+    if (b.count == 0) break;
+    double loss = 0.0;
+    lr = train_lr(o->lr, t->global_step, t->warmup, t->total_steps);
+    if (t->step(t, &b, (float)lr, &loss) != 0) return 1;
+    t->global_step++;
+    loss_sum += loss;
+    loss_steps++;
+    samples += b.count;
+    if (t->steplog) fprintf(t->steplog, "%llu %.9g %.9g\n", (unsigned long long)t->global_step, loss, lr);
+    if (t->progress && (s % 20 == 0 || s + 1 == t->steps)) {
+      printf("\r  epoch %llu [%5llu/%5llu] loss %.4f", (unsigned long long)epoch + 1,
+             (unsigned long long)s + 1, (unsigned long long)t->steps, loss_sum / (double)loss_steps);
+      fflush(stdout);
+    }
+    if (o->checkpoint && o->checkpoint_every && t->global_step % (uint64_t)o->checkpoint_every == 0 &&
+        s + 1 != t->steps) {
+      /* Mid-epoch position: this epoch, s + 1 batches done; the loss sum is the mean over
+       * ranks so that every rank resumes with the same running value. */
+      gpu_download(t, 1);
+      double g = 0.0;
+      MPI_Allreduce(&loss_sum, &g, 1, MPI_DOUBLE, MPI_SUM, t->world);
+      if (t->rank == 0) save_checkpoint(t, epoch, s + 1, g / t->size, loss_steps);
+    }
+    if (o->stop_after && t->global_step >= (uint64_t)o->stop_after) {
+      *stopped = 1;
+      break;
+    }
   }
-  if (metrics) fclose(metrics);
-  if (steplog) fclose(steplog);
+  double t_train = train_now() - t0;
+  gpu_download(t, 0); /* evaluation, checkpoint and the final CRC read the host copy */
+  if (t->progress) printf("\r\033[K");
+  if (*stopped) {
+    if (t->rank == 0) printf("# stopped after global step %llu (--stop-after)\n", (unsigned long long)t->global_step);
+    return 0;
+  }
+  double gsum = 0.0;
+  MPI_Allreduce(&loss_sum, &gsum, 1, MPI_DOUBLE, MPI_SUM, t->world);
+  double epoch_loss = loss_steps ? gsum / t->size / (double)loss_steps : 0.0;
+  uint64_t gsamples = 0;
+  MPI_Allreduce(&samples, &gsamples, 1, MPI_UINT64_T, MPI_SUM, t->world);
+  *acc = evaluate(t);
+  double t_epoch = train_now() - t0;
+  double sps = t_train > 0 ? (double)gsamples / t_train : 0.0;
+  if (t->rank == 0) {
+    printf("%5llu %11.6f %8.2f%% %11.1f %8.2f\n", (unsigned long long)epoch + 1, epoch_loss,
+           100.0 * *acc, sps, t_epoch);
+    fflush(stdout);
+    if (t->metrics) {
+      fprintf(t->metrics, "%llu,%llu,%.9g,%.6f,%.1f,%.3f,%.6g\n", (unsigned long long)epoch + 1,
+              (unsigned long long)t->global_step, epoch_loss, *acc, sps, t_epoch, lr);
+      fflush(t->metrics);
+    }
+  }
+  /* End-of-epoch checkpoint: position (next epoch, step 0). */
+  if (o->checkpoint && (!o->checkpoint_every || t->global_step % (uint64_t)o->checkpoint_every == 0) &&
+      t->rank == 0)
+    save_checkpoint(t, epoch + 1, 0, 0.0, 0);
+  return 0;
+}
+
+/* Rank 0's closing lines: accuracy, loss scaler, the parameters' CRC, the reducer's overlap. */
+static void report(trainer_t *t, int stopped, double acc, double run_t0) {
+  const opts_t *o = &t->o;
+  if (t->rank != 0 || stopped) return;
+  printf("final: test accuracy %.2f%% after %d epochs (%d ranks, global batch %ld), %.1f s\n",
+         100.0 * acc, o->epochs, t->size, o->batch * t->size, train_now() - run_t0);
+  if (o->amp == TRAIN_AMP_FP16)
+    printf("# amp fp16: %llu step(s) skipped for inf/nan gradients, loss scale now %g\n",
+           (unsigned long long)t->scaler.skipped, (double)t->scaler.scale);
+  printf("# final parameters: CRC32 0x%08x over %zu f32 values\n",
+         ckpt_crc32(t->m.param_block, sizeof(float) * t->m.total), t->m.total);
+  if (t->reducer && ddp_reducer_stats(t->reducer, &t->rs) == DDP_OK && t->rs.iterations)
+    printf("# reducer: %zu buckets, comm %.3f ms/step, exposed %.3f ms/step, %.0f%% hidden\n",
+           t->rs.nbuckets, t->rs.comm_ms_avg, t->rs.exposed_ms_avg, 100.0 * t->rs.hidden_fraction);
+}
+
+/* Frees everything setup made (any prefix of it). */
+static int cleanup(trainer_t *t) {
+  if (t->metrics) fclose(t->metrics);
+  if (t->steplog) fclose(t->steplog);
 #if DDP_TRAIN_GPU
-  tg_destroy(tg);
-  if (dev_flag) APP_CHECK(ddp_device_free(comm, dev_flag));
+  tg_destroy(t->tg);
+  if (t->dev_flag) APP_CHECK(ddp_device_free(t->comm, t->dev_flag));
 #endif
-  if (reducer) APP_CHECK(ddp_reducer_destroy(&reducer));
-  for (size_t i = 0; i < m.nparams; i++)
-    if (dev_param[i]) APP_CHECK(ddp_device_free(comm, dev_param[i]));
-  if (stream) APP_CHECK(ddp_stream_destroy(comm, &stream));
-  ddp_loader_destroy(&loader);
-  ddp_sampler_destroy(&sampler);
-  ddp_dataset_destroy(&train);
-  ddp_dataset_destroy(&test);
-  tm_free(&m);
-  free(mom_block);
-  free(flat_grad);
-  free(grad64);
-  free(lane_x);
-  free(lane_y);
-  free(xbuf);
-  free(ybuf);
-  APP_CHECK(ddp_finalize(&comm));
+  APP_CHECK(ddp_reducer_destroy(&t->reducer));
+  for (size_t i = 0; i < t->m.nparams; i++)
+    if (t->dev_param[i]) APP_CHECK(ddp_device_free(t->comm, t->dev_param[i]));
+  if (t->stream) APP_CHECK(ddp_stream_destroy(t->comm, &t->stream));
+  ddp_loader_destroy(&t->loader);
+  ddp_sampler_destroy(&t->sampler);
+  ddp_dataset_destroy(&t->train);
+  ddp_dataset_destroy(&t->test);
+  tm_free(&t->m);
+  train_optim_destroy(&t->opt);
+  free(t->grad64);
+  free(t->lane_x);
+  free(t->lane_y);
+  free(t->xbuf);
+  free(t->ybuf);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  app_blas_auto(argv); /* before MPI starts: may re-execute with a faster OpenBLAS kernel */
+  trainer_t t;
+  memset(&t, 0, sizeof t);
+  APP_CHECK(ddp_init(&argc, &argv, MPI_COMM_NULL, &t.comm));
+  APP_CHECK(ddp_comm_rank(t.comm, &t.rank));
+  APP_CHECK(ddp_comm_size(t.comm, &t.size));
+  APP_CHECK(ddp_comm_mpi(t.comm, DDP_COMM_WORLD, &t.world));
+  int pr = parse_and_check(&t, argc, argv);
+  if (pr != 0) {
+    /* Every rank parses the same arguments, so every rank leaves here together. */
+    if (ddp_finalize(&t.comm) != DDP_OK) return 1;
+    return pr < 0 ? 2 : 0;
+  }
+  if (setup_model(&t) != 0) return 1;
+  int rc = resume(&t);
+  if (rc != 0) { /* refused checkpoint: every rank leaves with 3, nothing written */
+    cleanup(&t);
+    ddp_finalize(&t.comm);
+    return rc;
+  }
+  if (setup_data(&t) != 0 || setup_exchange(&t) != 0 || setup_gpu(&t) != 0) return 1;
+  t.step = pick_step(&t);
+  open_outputs(&t);
+  print_header(&t);
+  double acc = 0.0, run_t0 = train_now();
+  int stopped = 0;
+  for (uint64_t epoch = t.start_epoch; epoch < (uint64_t)t.o.epochs && !stopped; epoch++)
+    if (train_epoch(&t, epoch, &stopped, &acc) != 0) return 1;
+  /* Resumed from the end of the last epoch: nothing to train, report the model as is. */
+  if (!stopped && t.start_epoch >= (uint64_t)t.o.epochs) acc = evaluate(&t);
+  report(&t, stopped, acc, run_t0);
+  if (cleanup(&t) != 0) return 1;
+  APP_CHECK(ddp_finalize(&t.comm));
   return 0;
 }

@@ -265,29 +265,6 @@ ddp_status_t ddp_dataset_open_idx(const char *images_path, const char *labels_pa
   return DDP_OK;
 }
 
-/* Picks dir/name, or dir/name.gz when the plain file is absent. */
-static void fmnist_path(char *buf, size_t bytes, const char *dir, const char *name) {
-  struct stat sb;
-  snprintf(buf, bytes, "%s/%s", dir, name);
-  if (stat(buf, &sb) == 0) return;
-  snprintf(buf, bytes, "%s/%s.gz", dir, name);
-}
-
-ddp_status_t ddp_dataset_open_fmnist(const char *dir, int train, ddp_dataset_t **out) {
-  DDP_CHECK_ARG(train == 0 || train == 1, "train %d must be 0 or 1", train);
-  DDP_CHECK_ARG(out != NULL, "out is NULL");
-  if (dir == NULL) dir = DDP_FMNIST_DEFAULT_DIR;
-  DDP_CHECK_ARG(strlen(dir) < 3800, "dir is %zu characters long, at most 3800", strlen(dir));
-  char images[4096], labels[4096];
-  const char *prefix = train ? "train" : "t10k";
-  char name[64];
-  snprintf(name, sizeof(name), "%s-images-idx3-ubyte", prefix);
-  fmnist_path(images, sizeof(images), dir, name);
-  snprintf(name, sizeof(name), "%s-labels-idx1-ubyte", prefix);
-  fmnist_path(labels, sizeof(labels), dir, name);
-  return ddp_dataset_open_idx(images, labels, DDP_FMNIST_MEAN, DDP_FMNIST_STD, out);
-}
-
 /* ---- synthetic ------------------------------------------------------------------------ */
 
 static uint64_t splitmix64(uint64_t *x) {

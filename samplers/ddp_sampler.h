@@ -99,12 +99,6 @@ typedef struct ddp_dataset ddp_dataset_t;
 
 #define DDP_DATASET_MAX_DIMS 4
 
-/* Fashion-MNIST's per-pixel statistics over the 60,000 training images, after /255. */
-#define DDP_FMNIST_MEAN 0.2860f
-#define DDP_FMNIST_STD 0.3530f
-/* Where Debian's dataset-fashion-mnist package installs the files. */
-#define DDP_FMNIST_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
-
 typedef struct ddp_dataset_info {
   uint64_t count;                    /* samples */
   size_t sample_elems;               /* f32 values per sample (product of dims) */
@@ -126,12 +120,6 @@ typedef struct ddp_dataset_info {
  * counts that differ, corrupt gzip stream), DDP_EINVAL for NULL paths or std <= 0. */
 DDP_API ddp_status_t ddp_dataset_open_idx(const char *images_path, const char *labels_path,
                                           float mean, float std, ddp_dataset_t **out);
-
-/* Fashion-MNIST: dir (NULL = DDP_FMNIST_DEFAULT_DIR) holds train-images-idx3-ubyte[.gz],
- * train-labels-idx1-ubyte[.gz] (train = 1, 60,000 samples) or t10k-* (train = 0, 10,000);
- * the .gz file is used when the plain one is absent. Samples are 28 x 28 = 784 values
- * normalised with DDP_FMNIST_MEAN / DDP_FMNIST_STD (see ddp_dataset_open_idx), 10 classes. */
-DDP_API ddp_status_t ddp_dataset_open_fmnist(const char *dir, int train, ddp_dataset_t **out);
 
 /* Synthetic, seeded dataset for benchmarks: nothing is stored, each sample is computed on
  * demand from (seed, index), so any size costs no memory and every rank sees the same data.

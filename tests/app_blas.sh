@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The apps' OpenBLAS kernel check (apps/common/app_blas.h), through ddp_info under the MPI
+# The apps' OpenBLAS kernel check (apps/kit/app_blas.c), through ddp_info under the MPI
 # launcher: on a CPU with AVX2/AVX-512 no rank may run OpenBLAS's generic kernel unless the user
 # asked for it (the apps re-execute themselves before MPI_Init with OPENBLAS_CORETYPE set), a
 # user's OPENBLAS_CORETYPE wins, and every rank reports its kernel and a positive sgemm rate.

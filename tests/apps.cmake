@@ -1,4 +1,4 @@
-# Checks of the apps' shared code (apps/common) that the programs expose.
+# Checks of the training kit (apps/kit) that the programs expose.
 # app_blas.h: the OpenBLAS kernel check before MPI_Init, through ddp_info under the launcher.
 if(TARGET ddp_info)
   ddp_add_mpi_test(NAME app_blas_np2 LABELS quick mpi COMMAND bash

@@ -1,5 +1,6 @@
 # Fuzz targets for the parsers that read untrusted bytes: the DDP_* configuration parser, the
-# IDX dataset reader and the training checkpoint reader (apps/common/checkpoint.h).
+# IDX dataset reader and the training checkpoint reader (apps/kit/checkpoint.c, compiled into
+# fuzz_ckpt itself so that libFuzzer instruments it).
 # Every build replays the committed corpus (tests/fuzz/corpus/<target>) through each target
 # (label quick); with -DDDP_FUZZ=ON and clang, libFuzzer binaries run for DDP_FUZZ_SECONDS
 # each (label fuzz; ci/fuzz.sh).
@@ -24,17 +25,21 @@ endif()
 
 foreach(t ${DDP_FUZZ_TARGETS})
   file(GLOB seeds CONFIGURE_DEPENDS ${DDP_FUZZ_DIR}/corpus/${t}/*)
-  add_executable(fuzz_${t}_replay ${DDP_FUZZ_DIR}/fuzz_${t}.c ${DDP_FUZZ_DIR}/replay_main.c)
-  target_link_libraries(fuzz_${t}_replay PRIVATE mpiddp_static m)
+  set(extra)
+  if(t STREQUAL "ckpt")
+    set(extra ${PROJECT_SOURCE_DIR}/apps/kit/checkpoint.c)
+  endif()
+  add_executable(fuzz_${t}_replay ${DDP_FUZZ_DIR}/fuzz_${t}.c ${DDP_FUZZ_DIR}/replay_main.c ${extra})
+  target_link_libraries(fuzz_${t}_replay PRIVATE mpiddp_static ZLIB::ZLIB m)
   target_include_directories(fuzz_${t}_replay PRIVATE ${DDP_HEADER_DIRS}
-    ${PROJECT_SOURCE_DIR}/apps/common ${PROJECT_BINARY_DIR}/include)
+    ${PROJECT_SOURCE_DIR}/apps/kit ${PROJECT_BINARY_DIR}/include)
   ddp_add_mpi_test(NAME fuzz_${t}_corpus LABELS quick robust
     COMMAND $<TARGET_FILE:fuzz_${t}_replay> ${seeds})
   if(DDP_FUZZ)
-    add_executable(fuzz_${t} ${DDP_FUZZ_DIR}/fuzz_${t}.c)
+    add_executable(fuzz_${t} ${DDP_FUZZ_DIR}/fuzz_${t}.c ${extra})
     target_link_libraries(fuzz_${t} PRIVATE ddp_fuzz_lib ZLIB::ZLIB m)
     target_include_directories(fuzz_${t} PRIVATE ${DDP_HEADER_DIRS}
-      ${PROJECT_SOURCE_DIR}/apps/common ${PROJECT_BINARY_DIR}/include)
+      ${PROJECT_SOURCE_DIR}/apps/kit ${PROJECT_BINARY_DIR}/include)
     target_compile_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
     target_link_options(fuzz_${t} PRIVATE -fsanitize=fuzzer)
     math(EXPR tmo "${DDP_FUZZ_SECONDS} + 90")

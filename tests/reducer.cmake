@@ -3,17 +3,15 @@
 ddp_add_test_exe(reducer_exact reducer_exact.c)
 ddp_add_test_exe(reducer_mismatch reducer_mismatch.c)
 ddp_add_mpi_test(NAME reducer_exact PROGRAM reducer_exact NP 1 2 3 4 LABELS quick mpi TIMEOUT 90)
+# ddp_reducer_grads (all gradient views at once) against ddp_reducer_grad(i), and its bad inputs.
+ddp_add_test_exe(reducer_grads reducer_grads.c)
+ddp_add_mpi_test(NAME reducer_grads PROGRAM reducer_grads NP 1 2 LABELS quick mpi)
 ddp_add_mpi_test(NAME reducer_mismatch PROGRAM reducer_mismatch NP 2 3 LABELS quick mpi)
-# The equivalence test trains the W-DDP model code (apps/common/mlp.h) with OpenBLAS.
-find_library(DDP_OPENBLAS_LIB NAMES openblas)
-find_path(DDP_CBLAS_INCLUDE NAMES cblas.h PATH_SUFFIXES openblas-pthread openblas)
-if(DDP_OPENBLAS_LIB AND DDP_CBLAS_INCLUDE)
-  ddp_add_test_exe(reducer_equiv reducer_equiv.c)
-  target_link_libraries(reducer_equiv PRIVATE ${DDP_OPENBLAS_LIB})
-  target_include_directories(reducer_equiv PRIVATE ${DDP_CBLAS_INCLUDE} ${PROJECT_SOURCE_DIR}/apps/common)
-  ddp_add_mpi_test(NAME reducer_equiv PROGRAM reducer_equiv NP 1 2 3 4 LABELS quick mpi TIMEOUT 120
-    ENV OPENBLAS_NUM_THREADS=1)
-endif()
+# The equivalence test trains the W-DDP model code (the kit's MLP, apps/kit) with OpenBLAS.
+ddp_add_test_exe(reducer_equiv reducer_equiv.c)
+target_link_libraries(reducer_equiv PRIVATE ddp_kit)
+ddp_add_mpi_test(NAME reducer_equiv PROGRAM reducer_equiv NP 1 2 3 4 LABELS quick mpi TIMEOUT 120
+  ENV OPENBLAS_NUM_THREADS=1)
 # Timeline events and DDP_DEBUG=INFO statistics, through a short ddp_bench run.
 if(TARGET ddp_bench)
   ddp_add_mpi_test(NAME reducer_timeline_np2 LABELS quick mpi COMMAND bash

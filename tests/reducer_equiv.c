@@ -8,7 +8,9 @@
 #include <stdint.h>
 
 #include "ddp_test.h"
-#include "mlp.h"
+#include "train_model.h"
+#include "train_optim.h"
+#include "train_util.h"
 
 void openblas_set_num_threads(int num_threads);
 
@@ -33,10 +35,10 @@ static void on_ready(size_t i, void *arg) {
 
 static void batch_of(int first_index, int n, float *x, int *y) {
   for (int s = 0; s < n; s++)
-    mlp_synth_sample(99, (uint64_t)(first_index + s), SIZES[0], SIZES[NSIZES - 1], x + (size_t)s * SIZES[0], &y[s]);
+    train_synth_sample(99, (uint64_t)(first_index + s), SIZES[0], SIZES[NSIZES - 1], x + (size_t)s * SIZES[0], &y[s]);
 }
 
-static uint64_t hash_params(const mlp_t *m) {
+static uint64_t hash_params(const train_model_t *m) {
   uint64_t h = 1469598103934665603ULL;
   const unsigned char *p = (const unsigned char *)m->param_block;
   for (size_t i = 0; i < m->total * sizeof(float); i++) h = (h ^ p[i]) * 1099511628211ULL;
@@ -49,13 +51,22 @@ static int same_everywhere(uint64_t h) {
   return o[0] == h && ~o[1] == h;
 }
 
-static void refetch(mlp_t *m, ddp_reducer_t *r, int views) {
+static void refetch(train_model_t *m, ddp_reducer_t *r, int views) {
+  void *g[TM_MAX_PARAMS];
   if (!views) return;
-  for (size_t i = 0; i < m->nparams; i++) {
-    void *g = NULL;
-    CHECK_OK(ddp_reducer_grad(r, i, &g));
-    mlp_set_grad(m, i, g);
-  }
+  CHECK_OK(ddp_reducer_grads(r, g, m->nparams));
+  tm_set_grads(m, g);
+}
+
+/* Plain SGD (p -= lr g) through the kit's optimizer, over every tensor of m. */
+static train_optim_t *plain_sgd(const train_model_t *m) {
+  train_optim_opts_t oo;
+  train_optim_opts_default(&oo);
+  oo.momentum = 0.0f;
+  oo.wd = 0.0f;
+  train_optim_t *opt = NULL;
+  CHECK(train_optim_create(&oo, m->count, m->nparams, &opt) == 0, "train_optim_create");
+  return opt;
 }
 
 
@@ -65,14 +76,18 @@ static void run(const char *algo, int views, int caps, int accum, int predivided
   snprintf(label, sizeof label, "algo=%s views=%d caps=%d accum=%d predivided=%d", algo, views, caps, accum,
            predivided);
   int micro = accum ? 2 : 1, k = g_size;
-  mlp_t a, ref;
-  if (mlp_init(&a, SIZES, NSIZES, B) || mlp_init(&ref, SIZES, NSIZES, B * k * micro)) {
-    CHECK(0, "[%s] mlp_init", label);
+  train_model_t a, ref;
+  char err[256];
+  if (tm_create_mlp(&a, SIZES, NSIZES, NULL, B, 0, err, sizeof err) ||
+      tm_create_mlp(&ref, SIZES, NSIZES, NULL, B * k * micro, 0, err, sizeof err)) {
+    CHECK(0, "[%s] tm_create_mlp: %s", label, err);
     return;
   }
-  mlp_init_params(&a, 42 + (uint64_t)g_rank); /* differs by rank: creation broadcasts rank 0's */
-  mlp_init_params(&ref, 42);
-  if (predivided) a.grad_scale = 1.0f / (float)k; /* the average folded into the loss */
+  uint64_t sa = train_rng_seed(42 + (uint64_t)g_rank), sr = train_rng_seed(42);
+  tm_init_params(&a, &sa); /* differs by rank: creation broadcasts rank 0's */
+  tm_init_params(&ref, &sr);
+  train_optim_t *opt_a = plain_sgd(&a), *opt_ref = plain_sgd(&ref);
+  if (predivided) a.loss_scale = 1.0f / (float)k; /* the average folded into the loss */
   ddp_param_t p[2 * (NSIZES - 1)];
   for (size_t i = 0; i < a.nparams; i++)
     p[i] = (ddp_param_t){.data = a.param[i], .count = a.count[i], .dtype = DDP_F32, .mem = DDP_MEM_HOST,
@@ -88,8 +103,10 @@ static void run(const char *algo, int views, int caps, int accum, int predivided
   ddp_status_t st = ddp_reducer_create(g_comm, p, a.nparams, &o, &c.r);
   CHECK(st == DDP_OK, "[%s] create: %s", label, ddp_last_error());
   if (st != DDP_OK) {
-    mlp_free(&a);
-    mlp_free(&ref);
+    train_optim_destroy(&opt_a);
+    train_optim_destroy(&opt_ref);
+    tm_free(&a);
+    tm_free(&ref);
     return;
   }
   ddp_reducer_stats_t s;
@@ -105,17 +122,17 @@ static void run(const char *algo, int views, int caps, int accum, int predivided
     for (int m = 0; m < micro; m++) {
       batch_of(base + m * k * B + g_rank * B, B, xa, ya);
       if (accum) CHECK_OK(ddp_reducer_set_sync(c.r, m == micro - 1));
-      mlp_forward(&a, xa, ya, B);
+      tm_forward(&a, xa, ya, B);
       int random_order = (step % 2 == 0);
       if (!random_order) {
-        mlp_backward(&a, xa, ya, B, m > 0, on_ready, &c);
+        tm_backward(&a, xa, ya, B, m > 0, on_ready, &c);
       } else {
-        mlp_backward(&a, xa, ya, B, m > 0, NULL, NULL);
+        tm_backward(&a, xa, ya, B, m > 0, NULL, NULL);
         size_t ord[8];
         for (size_t i = 0; i < a.nparams; i++) ord[i] = i;
         uint64_t seed = (uint64_t)(g_rank * 131 + step * 7 + m + 1);
         for (size_t i = a.nparams; i > 1; i--) {
-          size_t j = (size_t)(mlp_rng_next(&seed) % i), t = ord[i - 1];
+          size_t j = (size_t)(train_rng_next(&seed) % i), t = ord[i - 1];
           ord[i - 1] = ord[j];
           ord[j] = t;
         }
@@ -125,11 +142,11 @@ static void run(const char *algo, int views, int caps, int accum, int predivided
       CHECK(st == DDP_OK, "[%s] step %d finish: %s", label, step, ddp_last_error());
       refetch(&a, c.r, views);
     }
-    mlp_sgd(&a, lr / (float)micro);
+    train_optim_step(opt_a, a.param, a.grad, lr / (float)micro);
     batch_of(base, k * B * micro, xr, yr);
-    mlp_forward(&ref, xr, yr, k * B * micro);
-    mlp_backward(&ref, xr, yr, k * B * micro, 0, NULL, NULL);
-    mlp_sgd(&ref, lr);
+    tm_forward(&ref, xr, yr, k * B * micro);
+    tm_backward(&ref, xr, yr, k * B * micro, 0, NULL, NULL);
+    train_optim_step(opt_ref, ref.param, ref.grad, lr);
     size_t bad = 0;
     double worst = 0.0;
     for (size_t e = 0; e < a.total; e++) {
@@ -149,8 +166,10 @@ static void run(const char *algo, int views, int caps, int accum, int predivided
         STEPS);
   CHECK(s.rebuilt, "[%s] not rebuilt", label);
   CHECK_OK(ddp_reducer_destroy(&c.r));
-  mlp_free(&a);
-  mlp_free(&ref);
+  train_optim_destroy(&opt_a);
+  train_optim_destroy(&opt_ref);
+  tm_free(&a);
+  tm_free(&ref);
 }
 
 static int run_equiv(ddp_test_t *t) {

@@ -7,13 +7,14 @@ ddp_add_mpi_test(NAME sampler_fixtures PROGRAM sampler_fixtures NP 0
   ARGS ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/sampler_torch.txt ${DDP_SAMPLER_TMP} LABELS quick)
 
 ddp_add_test_exe(sampler_idx sampler_idx.c)
-target_link_libraries(sampler_idx PRIVATE ZLIB::ZLIB)
+target_link_libraries(sampler_idx PRIVATE ddp_kit ZLIB::ZLIB) # ddp_kit: Fashion-MNIST
 ddp_add_mpi_test(NAME sampler_idx PROGRAM sampler_idx NP 0 ARGS ${DDP_SAMPLER_TMP} LABELS quick)
 
 ddp_add_test_exe(sampler_union sampler_union.c)
 ddp_add_mpi_test(NAME sampler_union PROGRAM sampler_union NP 1 3 4 LABELS quick)
 
 ddp_add_test_exe(sampler_loader sampler_loader.c)
+target_link_libraries(sampler_loader PRIVATE ddp_kit)
 ddp_add_mpi_test(NAME sampler_loader PROGRAM sampler_loader NP 2 LABELS quick TIMEOUT 90)
 
 # apps/ddp_sampler: against the committed fixtures, and against Debian's python3-torch with

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ddp_test.h"
+#include "fmnist.h"
 
 typedef struct {
   size_t count;
@@ -190,7 +191,7 @@ static int run_loader(ddp_test_t *t) {
   ddp_dataset_destroy(&syn);
 
   ddp_dataset_t *fm = NULL;
-  if (ddp_dataset_open_fmnist(NULL, 1, &fm) == DDP_OK) {
+  if (fmnist_open(NULL, 1, &fm, NULL, 0) == DDP_OK) {
     o.dataset_size = 60000;
     s = NULL;
     CHECK_OK(ddp_sampler_create(&o, &s));

@@ -4,8 +4,7 @@ set(DDP_TRAIN_TMP ${CMAKE_CURRENT_BINARY_DIR}/train_tmp)
 file(MAKE_DIRECTORY ${DDP_TRAIN_TMP})
 
 ddp_add_test_exe(train_unit train_unit.c)
-target_include_directories(train_unit PRIVATE ${PROJECT_SOURCE_DIR}/apps/common ${DDP_CBLAS_INCLUDE})
-target_link_libraries(train_unit PRIVATE ${DDP_OPENBLAS_LIB} ZLIB::ZLIB)
+target_link_libraries(train_unit PRIVATE ddp_kit)
 ddp_add_mpi_test(NAME train_unit PROGRAM train_unit NP 0 ARGS ${DDP_TRAIN_TMP}/unit LABELS quick train)
 
 # Script-driven end-to-end checks: tests/train_check.sh MODE MPIEXEC DDP_TRAIN SCRATCH.

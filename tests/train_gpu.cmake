@@ -13,9 +13,7 @@ if(TARGET ddp_train)
                  ${CMAKE_CURRENT_SOURCE_DIR}/train_gpu_emu.c)
   target_compile_definitions(ddp_train_gpuemu PRIVATE DDP_TRAIN_GPU=1
                              DDP_TRAIN_GPU_KIND=DDP_DEVICE_EMULATED)
-  target_include_directories(ddp_train_gpuemu PRIVATE ${PROJECT_SOURCE_DIR}/apps/common
-                             ${DDP_CBLAS_INCLUDE})
-  target_link_libraries(ddp_train_gpuemu PRIVATE mpiddp m ${DDP_OPENBLAS_LIB} ZLIB::ZLIB)
+  target_link_libraries(ddp_train_gpuemu PRIVATE ddp_kit mpiddp m)
   ddp_add_mpi_test(NAME train_gpu_emu_np2 LABELS emulate train mpi TIMEOUT 240 SKIP_CODE 77
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/train_gpu.sh ${DDP_LAUNCH}
             $<TARGET_FILE:ddp_train_gpuemu> ${CMAKE_CURRENT_BINARY_DIR}/train_gpu_emu_tmp emulate)
@@ -25,13 +23,8 @@ endif()
 # CPU emulation the host run's --amp uses. Needs the CUDA toolkit, not a GPU.
 if(DDP_HAVE_CUDA)
   add_executable(train_gpu_round ${CMAKE_CURRENT_SOURCE_DIR}/train_gpu_round.cu)
-  target_include_directories(train_gpu_round PRIVATE ${PROJECT_SOURCE_DIR}/apps/common)
-  target_link_libraries(train_gpu_round PRIVATE m)
-  set(DDP_TRAIN_GPU_ROUND_FLAGS -Xcompiler=-Wall,-Wextra)
-  if(DDP_WERROR)
-    list(APPEND DDP_TRAIN_GPU_ROUND_FLAGS -Werror=all-warnings -Xcompiler=-Werror)
-  endif()
-  target_compile_options(train_gpu_round PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:${DDP_TRAIN_GPU_ROUND_FLAGS}>")
+  target_link_libraries(train_gpu_round PRIVATE ddp_kit m)
+  ddp_cuda_warnings(train_gpu_round) # apps/kit/CMakeLists.txt
   ddp_add_mpi_test(NAME train_gpu_round LABELS quick train TIMEOUT 30
     COMMAND $<TARGET_FILE:train_gpu_round>)
 endif()

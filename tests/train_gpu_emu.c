@@ -1,4 +1,4 @@
-/* Host stand-in for apps/common/train_gpu.cu (the tg_* API) so that ddp_train's GPU wiring
+/* Host stand-in for apps/kit/train_gpu.cu (the tg_* API) so that ddp_train's GPU wiring
  * (gradients written into the reducer's device bucket views, grad_ready per parameter, the fp16
  * unscale + ddp_device_nonfinite_async check, SGD on the "device", downloads for evaluation and
  * checkpoints, momentum upload on resume) runs under the emulated device, where "device"
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "train_gpu.h"
+#include "train_optim.h"
 #include "train_util.h"
 
 struct tg_model {

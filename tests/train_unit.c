@@ -14,6 +14,7 @@
 #include "checkpoint.h"
 #include "ddp_test.h"
 #include "train_model.h"
+#include "train_optim.h"
 #include "train_util.h"
 
 /* Inputs and labels seeded by (sample, index). */
@@ -54,13 +55,13 @@ static void gradcheck(const char *kind) {
   }
   memset(g_ready, 0, sizeof g_ready);
   double loss = tm_forward(&m, x, y, B);
-  tm_backward(&m, x, y, B, on_ready, NULL);
+  tm_backward(&m, x, y, B, 0, on_ready, NULL);
   CHECK(loss > 1.0 && loss < 5.0, "%s: initial loss %g not near ln(10)", kind, loss);
   for (size_t i = 0; i < m.nparams; i++)
     CHECK(g_ready[i] == 1, "%s: param %zu ready called %d times", kind, i, g_ready[i]);
 
   double loss2 = tm_forward(&mc, x, y, B);
-  tm_backward(&mc, x, y, B, NULL, NULL);
+  tm_backward(&mc, x, y, B, 0, NULL, NULL);
   CHECK(loss == loss2, "%s: checkpointed forward loss %.9g != %.9g", kind, loss2, loss);
   CHECK(memcmp(gbuf, gbuf2, sizeof(float) * m.total) == 0,
         "%s: checkpointed gradients differ from the plain ones", kind);
@@ -116,6 +117,52 @@ static void schedule(void) {
   CHECK(fabsf(buf[1] - (0.9f * (0.25f - 0.02f) + 0.25f)) < 1e-6f, "momentum %g", buf[1]);
 }
 
+/* The optimizer interface: SGD with momentum equals train_sgd_step tensor by tensor and keeps
+ * its momentum as state; momentum 0 and wd 0 is plain SGD (p -= lr g) without state. */
+static void optimizer(void) {
+  size_t counts[2] = {3, 2};
+  float p0[3] = {1, 2, 3}, p1[2] = {-1, 0.5f}, g0[3] = {0.5f, -0.25f, 1}, g1[2] = {2, -4};
+  float q0[3], q1[2], b0[3] = {0}, b1[2] = {0};
+  memcpy(q0, p0, sizeof p0);
+  memcpy(q1, p1, sizeof p1);
+  float *p[2] = {p0, p1}, *g[2] = {g0, g1};
+  train_optim_opts_t oo;
+  CHECK(train_optim_opts_default(&oo) == 0 && oo.kind == TRAIN_OPTIM_SGD, "opts_default");
+  oo.momentum = 0.9f;
+  oo.wd = 0.01f;
+  train_optim_t *opt = NULL;
+  CHECK(train_optim_create(&oo, counts, 2, &opt) == 0 && opt, "create");
+  if (!opt) return;
+  for (int step = 0; step < 3; step++) {
+    train_optim_step(opt, p, g, 0.1f);
+    train_sgd_step(q0, g0, b0, 3, 0.1f, 0.9f, 0.01f);
+    train_sgd_step(q1, g1, b1, 2, 0.1f, 0.9f, 0.01f);
+  }
+  float *const *st = train_optim_state(opt);
+  CHECK(st && !memcmp(p0, q0, sizeof q0) && !memcmp(p1, q1, sizeof q1) &&
+        !memcmp(st[0], b0, sizeof b0) && !memcmp(st[1], b1, sizeof b1) &&
+        train_optim_state_block(opt) == st[0] && st[1] == st[0] + 3,
+        "SGD through the interface differs from train_sgd_step");
+  train_optim_destroy(&opt);
+  CHECK(opt == NULL, "destroy must clear the handle");
+  train_optim_destroy(&opt); /* NULL handle: no-op */
+  oo.momentum = 0.0f;
+  oo.wd = 0.0f;
+  CHECK(train_optim_create(&oo, counts, 2, &opt) == 0 && opt && !train_optim_state(opt),
+        "plain SGD keeps no state");
+  if (opt) {
+    float want = p0[0] - 0.5f * g0[0];
+    train_optim_step(opt, p, g, 0.5f);
+    CHECK(p0[0] == want, "plain SGD %g, expected %g", (double)p0[0], (double)want);
+  }
+  train_optim_destroy(&opt);
+  oo.momentum = -1.0f;
+  CHECK(train_optim_create(&oo, counts, 2, &opt) != 0 && !opt, "negative momentum accepted");
+  oo.momentum = 0.9f;
+  CHECK(train_optim_create(&oo, counts, 0, &opt) != 0 && !opt, "zero tensors accepted");
+  CHECK(train_optim_create(NULL, counts, 2, &opt) != 0 && !opt, "NULL opts accepted");
+}
+
 static void rounding(void) {
   /* f16: exact values stay, ties go to even, overflow from 65520, subnormal steps 2^-24. */
   CHECK(train_round_fp16(1.0f) == 1.0f && train_round_fp16(-2.5f) == -2.5f, "exact values");
@@ -164,12 +211,12 @@ static void amp_gradients(const char *kind) {
   float *g = calloc(m.total, sizeof(float)), *ga = calloc(m.total, sizeof(float));
   for (size_t i = 0, off = 0; i < m.nparams; off += m.count[i], i++) m.grad[i] = g + off, a.grad[i] = ga + off;
   tm_forward(&m, x, y, B);
-  tm_backward(&m, x, y, B, NULL, NULL);
+  tm_backward(&m, x, y, B, 0, NULL, NULL);
   for (int amp = TRAIN_AMP_FP16; amp <= TRAIN_AMP_BF16; amp++) {
     CHECK(tm_set_amp(&a, (train_amp_t)amp) == 0, "tm_set_amp");
     a.loss_scale = amp == TRAIN_AMP_FP16 ? 1024.0f : 1.0f;
     tm_forward(&a, x, y, B);
-    tm_backward(&a, x, y, B, NULL, NULL);
+    tm_backward(&a, x, y, B, 0, NULL, NULL);
     CHECK(train_unscale_check(ga, a.total, a.loss_scale), "%s amp %d: non-finite gradient", kind, amp);
     double num = 0, den = 0;
     for (size_t k = 0; k < m.total; k++) {
@@ -286,6 +333,7 @@ int main(int argc, char **argv) {
   gradcheck("mlp");
   gradcheck("cnn");
   schedule();
+  optimizer();
   rounding();
   amp_gradients("mlp");
   amp_gradients("cnn");

@@ -67,6 +67,11 @@ DDP_API ddp_status_t ddp_reducer_destroy(ddp_reducer_t **r);
 /* The gradient buffer of parameter i (a view into its bucket with views on, else the
  * application's). Valid until the buckets are rebuilt: re-fetch after each finish(). */
 DDP_API ddp_status_t ddp_reducer_grad(ddp_reducer_t *r, size_t i, void **grad);
+/* Every gradient buffer at once: grads[i] = what ddp_reducer_grad(r, i) returns, for i in
+ * 0 .. n-1; n must be the reducer's parameter count. Fetch them after create and again after
+ * each finish() (the first synced one rebuilds the buckets). On error (r or grads NULL, n not
+ * the parameter count) nothing is written to grads. */
+DDP_API ddp_status_t ddp_reducer_grads(ddp_reducer_t *r, void **grads, size_t n);
 /* Sets every gradient to zero (start of an accumulation window). */
 DDP_API ddp_status_t ddp_reducer_zero_grad(ddp_reducer_t *r);
 /* Gradient i is complete for this iteration (any order). With views off its buffer is copied

@@ -468,6 +468,14 @@ ddp_status_t ddp_reducer_grad(ddp_reducer_t *r, size_t i, void **grad) {
   return DDP_OK;
 }
 
+ddp_status_t ddp_reducer_grads(ddp_reducer_t *r, void **grads, size_t n) {
+  DDP_CHECK_ARG(r != NULL, "r is NULL");
+  DDP_CHECK_ARG(grads != NULL, "grads is NULL");
+  DDP_CHECK_ARG(n == r->np, "n %zu is not the reducer's parameter count %zu", n, r->np);
+  for (size_t i = 0; i < n; i++) grads[i] = r->views ? slot(r, i) : r->p[i].grad;
+  return DDP_OK;
+}
+
 ddp_status_t ddp_reducer_zero_grad(ddp_reducer_t *r) {
   DDP_CHECK_ARG(r != NULL, "r is NULL");
   if (r->active)

@@ -1,9 +1,10 @@
-/* libFuzzer target for ddp_train's checkpoint reader (ckpt_parse in apps/common/checkpoint.h).
+/* libFuzzer target for ddp_train's checkpoint reader (ckpt_parse in apps/kit/checkpoint.c).
  * Byte 0 of the input is a flag: bit 0 set = rewrite the trailing CRC32 before parsing, so the
  * fuzzer also reaches the checks behind the CRC (tensor table, sizes); the rest is the file.
  * A checkpoint that parses must describe offsets inside the buffer, copy out cleanly, and
  * survive a serialise -> parse round trip with the same state. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,11 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+/* The stored CRC32 is little-endian, as every integer of the format. */
+static void put_u32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[512] = "";
   if (size < 1) return 0;
@@ -27,7 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   unsigned char *buf = malloc(bytes ? bytes : 1); /* exact size: ASan sees any overread */
   REQUIRE(buf != NULL);
   if (bytes) memcpy(buf, data + 1, bytes);
-  if (fix_crc && bytes >= 4) ckpt__put_u32(buf + bytes - 4, ckpt_crc32(buf, bytes - 4));
+  if (fix_crc && bytes >= 4) put_u32(buf + bytes - 4, ckpt_crc32(buf, bytes - 4));
   ckpt_view_t v;
   memset(&v, 0, sizeof v);
   if (ckpt_parse(buf, bytes, &v, err, sizeof err) != 0) {

@@ -1,77 +1,22 @@
-/* ddp_train's models as a small layer stack (dense, conv via im2col + GEMM, 2x2 max pool):
- * the default MLP 784-512-256-10 and the small CNN, with optional activation checkpointing
- * (recompute each block's activations during backward). Header-only; cblas on the host.
- *
- * Conventions (as in apps/common/mlp.h): parameters numbered in forward order (W0, b0,
- * W1, b1, ...), PyTorch layouts (Linear W is out x in, Conv2d W is cout x cin x k x k), the
- * loss is the mean softmax cross-entropy over the local batch, gradients are written into
- * caller-provided pointers (grad[i], e.g. reducer bucket views) and a callback fires as soon
- * as each gradient is complete (bias, then weight, last layer first). tm_set_amp emulates
- * mixed precision (f16/bf16 operands, f32 accumulation) with a loss scale for f16. */
-#ifndef TRAIN_MODEL_H
-#define TRAIN_MODEL_H
+/* The training kit's model (see train_model.h). */
+#include "train_model.h"
 
 #include <cblas.h>
 #include <math.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cnn.h"
-#include "train_util.h" /* train_rng_uniform */
 
-#define TM_MAX_LAYERS 8
-#define TM_MAX_PARAMS (2 * TM_MAX_LAYERS)
+#define TM_TRACE(m, begin, what, layer) \
+  do {                                    \
+    if ((m)->trace) (m)->trace((m)->trace_ctx, begin, what, layer); \
+  } while (0)
 
-typedef void (*tm_grad_ready_fn)(size_t param_index, void *ctx);
+uint64_t train_rng_seed(uint64_t seed) { return seed * 0x2545F4914F6CDD1DULL + 1; }
 
-typedef enum tm_kind { TM_DENSE = 0, TM_CONV, TM_POOL } tm_kind_t;
-
-typedef struct tm_layer {
-  tm_kind_t kind;
-  int relu;           /* ReLU fused on the output (dense, conv) */
-  int c, h, w;        /* input shape per sample (dense: c = in features, h = w = 1) */
-  int oc, oh, ow;     /* output shape per sample */
-  int k;              /* conv kernel size */
-  int wi;             /* parameter index of W (b is wi + 1); -1 for pooling */
-  int block;          /* activation-checkpointing block */
-  int boundary;       /* last layer of its block: its output is kept in checkpoint mode */
-  size_t in_elems, out_elems, col_elems; /* per sample */
-  float *out;         /* max_batch * out_elems */
-  float *col;         /* conv: max_batch * col_elems (im2col of every sample) */
-  int32_t *arg;       /* pool: max_batch * out_elems */
-} tm_layer_t;
-
-typedef struct train_model {
-  char name[16];
-  char desc[96];                       /* e.g. "MLP 784-512-256-10" */
-  int nlayers;
-  tm_layer_t layer[TM_MAX_LAYERS];
-  int max_batch, classes;
-  size_t in_elems;
-  size_t nparams, total;
-  float *param[TM_MAX_PARAMS];
-  size_t count[TM_MAX_PARAMS];
-  char pname[TM_MAX_PARAMS][24];
-  float *grad[TM_MAX_PARAMS];          /* set by the caller before backward */
-  float *param_block;
-  int checkpoint;                      /* recompute non-boundary activations in backward */
-  float *arena;                        /* checkpoint mode: shared scratch of one block */
-  float *delta[2];                     /* back-propagated error, ping-pong */
-  float *dcol;                         /* conv backward: one sample's column gradient */
-  size_t act_bytes;                    /* activation bytes held between forward and backward */
-  size_t act_bytes_full;               /* ... without checkpointing */
-  size_t act_bytes_ckpt;               /* ... with checkpointing */
-  /* Mixed precision (tm_set_amp): GEMM operands (weights, activations, back-propagated
-   * errors) rounded to f16/bf16, f32 accumulation and f32 master weights and gradients. */
-  train_amp_t amp;
-  float loss_scale;                    /* multiplies the loss gradient (1 unless fp16 scaling) */
-  float *wlow_block, *wlow[TM_MAX_PARAMS];
-  float *xlow;                         /* the rounded input batch */
-} train_model_t;
-
-static inline void tm_free(train_model_t *m) {
+void tm_free(train_model_t *m) {
   if (!m) return;
   for (int l = 0; l < m->nlayers; l++) {
     tm_layer_t *L = &m->layer[l];
@@ -86,13 +31,14 @@ static inline void tm_free(train_model_t *m) {
   free(m->delta[1]);
   free(m->dcol);
   free(m->param_block);
+  free(m->grad_block);
   free(m->wlow_block);
   free(m->xlow);
   memset(m, 0, sizeof *m);
 }
 
 /* Bytes a layer keeps for backward: output, im2col columns, pooling argmax. */
-static inline size_t tm__layer_bytes(const tm_layer_t *L, size_t batch, int with_out) {
+static size_t tm__layer_bytes(const tm_layer_t *L, size_t batch, int with_out) {
   size_t b = 0;
   if (with_out) b += L->out_elems * sizeof(float);
   b += L->col_elems * sizeof(float);
@@ -100,52 +46,30 @@ static inline size_t tm__layer_bytes(const tm_layer_t *L, size_t batch, int with
   return b * batch;
 }
 
-/* Builds "mlp" (784-512-256-10, blocks [fc1 fc2][fc3]) or "cnn" (conv 1->16 5x5, ReLU, pool,
- * conv 16->32 5x5, ReLU, pool, fc 512->10; blocks [conv pool][conv pool][fc]) for inputs of
- * 1 x 28 x 28 and `classes` outputs, work buffers for max_batch samples. Returns 0, or -1 with
- * a message in err. */
-static inline int tm_create(train_model_t *m, const char *kind, int max_batch, int classes,
-                            int checkpoint, char *err, size_t errlen) {
-  memset(m, 0, sizeof *m);
-  if (max_batch < 1 || classes < 2) {
-    snprintf(err, errlen, "bad model arguments: max_batch %d, classes %d", max_batch, classes);
-    return -1;
-  }
+static tm_layer_t tm__dense(int in, int out, int relu, int block) {
+  return (tm_layer_t){.kind = TM_DENSE, .relu = relu, .c = in, .h = 1, .w = 1, .oc = out,
+                      .oh = 1, .ow = 1, .block = block};
+}
+
+static tm_layer_t tm__conv(int ci, int hw, int co, int k, int block) {
+  return (tm_layer_t){.kind = TM_CONV, .relu = 1, .c = ci, .h = hw, .w = hw, .oc = co,
+                      .oh = hw - k + 1, .ow = hw - k + 1, .k = k, .block = block};
+}
+
+static tm_layer_t tm__pool(int ci, int hw, int block) {
+  return (tm_layer_t){.kind = TM_POOL, .c = ci, .h = hw, .w = hw, .oc = ci, .oh = hw / 2,
+                      .ow = hw / 2, .block = block};
+}
+
+/* Shapes, parameters, activation memory and buffers of the layers m->layer[0 .. nl-1] (kind,
+ * shapes and blocks set by the caller). */
+static int tm__build(train_model_t *m, int nl, int max_batch, int checkpoint, char *err,
+                     size_t errlen) {
+  tm_layer_t *L = m->layer;
+  m->nlayers = nl;
   m->max_batch = max_batch;
-  m->classes = classes;
   m->loss_scale = 1.0f;
   m->checkpoint = checkpoint;
-  m->in_elems = 784;
-  snprintf(m->name, sizeof m->name, "%s", kind);
-  int nl = 0;
-  tm_layer_t *L = m->layer;
-#define TM_DENSE_(in, out, rl, blk) \
-  (L[nl] = (tm_layer_t){.kind = TM_DENSE, .relu = rl, .c = in, .h = 1, .w = 1, .oc = out, .oh = 1, .ow = 1, .block = blk}, nl++)
-#define TM_CONV_(ci, hh, co, kk, blk)                                                         \
-  (L[nl] = (tm_layer_t){.kind = TM_CONV, .relu = 1, .c = ci, .h = hh, .w = hh, .oc = co,        \
-                        .oh = hh - kk + 1, .ow = hh - kk + 1, .k = kk, .block = blk}, nl++)
-#define TM_POOL_(ci, hh, blk) \
-  (L[nl] = (tm_layer_t){.kind = TM_POOL, .c = ci, .h = hh, .w = hh, .oc = ci, .oh = hh / 2, .ow = hh / 2, .block = blk}, nl++)
-  if (strcmp(kind, "mlp") == 0) {
-    TM_DENSE_(784, 512, 1, 0);
-    TM_DENSE_(512, 256, 1, 0);
-    TM_DENSE_(256, classes, 0, 1);
-    snprintf(m->desc, sizeof m->desc, "MLP 784-512-256-%d", classes);
-  } else if (strcmp(kind, "cnn") == 0) {
-    TM_CONV_(1, 28, 16, 5, 0);
-    TM_POOL_(16, 24, 0);
-    TM_CONV_(16, 12, 32, 5, 1);
-    TM_POOL_(32, 8, 1);
-    TM_DENSE_(32 * 4 * 4, classes, 0, 2);
-    snprintf(m->desc, sizeof m->desc, "CNN conv5x5(16)-pool-conv5x5(32)-pool-fc%d", classes);
-  } else {
-    snprintf(err, errlen, "unknown model '%s' (expected mlp or cnn)", kind);
-    return -1;
-  }
-#undef TM_DENSE_
-#undef TM_CONV_
-#undef TM_POOL_
-  m->nlayers = nl;
   size_t maxw = 0, maxcol = 0;
   for (int l = 0; l < nl; l++) {
     tm_layer_t *y = &L[l];
@@ -167,10 +91,8 @@ static inline int tm_create(train_model_t *m, const char *kind, int max_batch, i
       m->nparams += 2;
     }
   }
-  if (m->layer[0].in_elems != m->in_elems) {
-    snprintf(err, errlen, "internal: model input %zu != 784", m->layer[0].in_elems);
-    return -1;
-  }
+  m->in_elems = L[0].in_elems;
+  m->classes = (int)L[nl - 1].out_elems;
   /* Activation memory of both modes, from the shapes; the mode in use is also allocated. */
   size_t B = (size_t)max_batch, arena = 0, blk_bytes = 0;
   for (int l = 0; l < nl; l++) {
@@ -187,13 +109,15 @@ static inline int tm_create(train_model_t *m, const char *kind, int max_batch, i
 
   for (size_t i = 0; i < m->nparams; i++) m->total += m->count[i];
   m->param_block = malloc(sizeof(float) * m->total);
+  m->grad_block = calloc(m->total, sizeof(float));
   m->delta[0] = malloc(sizeof(float) * B * maxw);
   m->delta[1] = malloc(sizeof(float) * B * maxw);
   m->dcol = malloc(sizeof(float) * (maxcol ? maxcol : 1));
-  int bad = !m->param_block || !m->delta[0] || !m->delta[1] || !m->dcol;
+  int bad = !m->param_block || !m->grad_block || !m->delta[0] || !m->delta[1] || !m->dcol;
   size_t off = 0;
   for (size_t i = 0; i < m->nparams; i++) {
     m->param[i] = m->param_block ? m->param_block + off : NULL;
+    m->grad[i] = m->grad_block ? m->grad_block + off : NULL;
     off += m->count[i];
   }
   if (checkpoint && !bad) {
@@ -232,15 +156,62 @@ static inline int tm_create(train_model_t *m, const char *kind, int max_batch, i
   }
   if (bad) {
     tm_free(m);
-    snprintf(err, errlen, "out of memory building the %s model for batch %d", kind, max_batch);
+    snprintf(err, errlen, "out of memory building the model for batch %d", max_batch);
     return -1;
   }
   return 0;
 }
 
-/* Switches mixed precision on (TRAIN_AMP_FP16 / TRAIN_AMP_BF16) or off. Returns 0, or -1
- * when the rounded copies cannot be allocated. */
-static inline int tm_set_amp(train_model_t *m, train_amp_t amp) {
+int tm_create_mlp(train_model_t *m, const int *sizes, int nsizes, const int *blocks, int max_batch,
+                  int checkpoint, char *err, size_t errlen) {
+  memset(m, 0, sizeof *m);
+  if (!sizes || nsizes < 2 || nsizes > TM_MAX_LAYERS + 1 || max_batch < 1) {
+    snprintf(err, errlen, "bad MLP arguments: %d sizes (2 .. %d), max_batch %d", nsizes,
+             TM_MAX_LAYERS + 1, max_batch);
+    return -1;
+  }
+  snprintf(m->name, sizeof m->name, "mlp");
+  int len = snprintf(m->desc, sizeof m->desc, "MLP");
+  for (int i = 0; i < nsizes; i++) {
+    if (sizes[i] < 1) {
+      snprintf(err, errlen, "bad MLP layer size %d (sizes[%d])", sizes[i], i);
+      return -1;
+    }
+    if (len >= 0 && (size_t)len < sizeof m->desc)
+      len += snprintf(m->desc + len, sizeof m->desc - (size_t)len, "%c%d", i ? '-' : ' ', sizes[i]);
+  }
+  for (int l = 0; l + 1 < nsizes; l++)
+    m->layer[l] = tm__dense(sizes[l], sizes[l + 1], l + 2 < nsizes, blocks ? blocks[l] : l);
+  return tm__build(m, nsizes - 1, max_batch, checkpoint, err, errlen);
+}
+
+int tm_create(train_model_t *m, const char *kind, int max_batch, int classes, int checkpoint,
+              char *err, size_t errlen) {
+  memset(m, 0, sizeof *m);
+  if (max_batch < 1 || classes < 2) {
+    snprintf(err, errlen, "bad model arguments: max_batch %d, classes %d", max_batch, classes);
+    return -1;
+  }
+  if (strcmp(kind, "mlp") == 0) {
+    const int sizes[] = {784, 512, 256, classes}, blocks[] = {0, 0, 1};
+    return tm_create_mlp(m, sizes, 4, blocks, max_batch, checkpoint, err, errlen);
+  }
+  if (strcmp(kind, "cnn") != 0) {
+    snprintf(err, errlen, "unknown model '%s' (expected mlp or cnn)", kind);
+    return -1;
+  }
+  tm_layer_t *L = m->layer;
+  L[0] = tm__conv(1, 28, 16, 5, 0);
+  L[1] = tm__pool(16, 24, 0);
+  L[2] = tm__conv(16, 12, 32, 5, 1);
+  L[3] = tm__pool(32, 8, 1);
+  L[4] = tm__dense(32 * 4 * 4, classes, 0, 2);
+  snprintf(m->name, sizeof m->name, "cnn");
+  snprintf(m->desc, sizeof m->desc, "CNN conv5x5(16)-pool-conv5x5(32)-pool-fc%d", classes);
+  return tm__build(m, 5, max_batch, checkpoint, err, errlen);
+}
+
+int tm_set_amp(train_model_t *m, train_amp_t amp) {
   m->amp = amp;
   if (amp == TRAIN_AMP_NONE || m->wlow_block) return 0;
   m->wlow_block = malloc(sizeof(float) * m->total);
@@ -253,9 +224,22 @@ static inline int tm_set_amp(train_model_t *m, train_amp_t amp) {
   return 0;
 }
 
-/* PyTorch's default Linear/Conv2d range U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for W and b from one
- * splitmix64 stream (*rng, advanced) in parameter order. */
-static inline void tm_init_params(train_model_t *m, uint64_t *rng) {
+void tm_set_grad(train_model_t *m, size_t i, float *g) {
+  if (i >= m->nparams) return;
+  if (g) {
+    m->grad[i] = g;
+    return;
+  }
+  size_t off = 0;
+  for (size_t j = 0; j < i; j++) off += m->count[j];
+  m->grad[i] = m->grad_block + off;
+}
+
+void tm_set_grads(train_model_t *m, void *const *g) {
+  for (size_t i = 0; i < m->nparams; i++) tm_set_grad(m, i, g ? (float *)g[i] : NULL);
+}
+
+void tm_init_params(train_model_t *m, uint64_t *rng) {
   uint64_t s = *rng;
   for (int l = 0; l < m->nlayers; l++) {
     const tm_layer_t *y = &m->layer[l];
@@ -269,22 +253,24 @@ static inline void tm_init_params(train_model_t *m, uint64_t *rng) {
   *rng = s;
 }
 
-static inline void tm__relu(float *z, size_t n) {
+static void tm__relu(float *z, size_t n) {
   for (size_t k = 0; k < n; k++) z[k] = z[k] > 0.0f ? z[k] : 0.0f;
 }
 
 /* The weights the GEMMs use: the master copy, or its rounded image under mixed precision. */
-static inline const float *tm__w(const train_model_t *m, int i) {
+static const float *tm__w(const train_model_t *m, int i) {
   return m->amp ? m->wlow[i] : m->param[i];
 }
 
-static inline void tm__layer_forward(train_model_t *m, tm_layer_t *y, const float *in, int batch) {
+static void tm__layer_forward(train_model_t *m, tm_layer_t *y, int l, const float *in, int batch) {
   size_t B = (size_t)batch;
   if (y->kind == TM_DENSE) {
     const float *W = tm__w(m, y->wi), *b = tm__w(m, y->wi + 1);
+    TM_TRACE(m, 1, "fwd", l);
     for (size_t r = 0; r < B; r++) memcpy(y->out + r * (size_t)y->oc, b, sizeof(float) * (size_t)y->oc);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, y->oc, y->c, 1.0f, in, y->c, W,
                 y->c, 1.0f, y->out, y->oc);
+    TM_TRACE(m, 0, "fwd", l);
   } else if (y->kind == TM_CONV) {
     const float *W = tm__w(m, y->wi), *b = tm__w(m, y->wi + 1);
     int K = y->c * y->k * y->k, P = y->oh * y->ow;
@@ -306,20 +292,18 @@ static inline void tm__layer_forward(train_model_t *m, tm_layer_t *y, const floa
 }
 
 /* Layer l's input; layer 0 reads the batch (its rounded copy under mixed precision). */
-static inline const float *tm__input(const train_model_t *m, int l, const float *x) {
+static const float *tm__input(const train_model_t *m, int l, const float *x) {
   return l ? m->layer[l - 1].out : m->amp ? m->xlow : x;
 }
 
-/* Forward pass over `batch` (<= max_batch) samples of x (batch x 784); the logits are left in
- * tm_logits(m). With labels, returns the mean cross-entropy (else 0). */
-static inline double tm_forward(train_model_t *m, const float *x, const int32_t *labels, int batch) {
+double tm_forward(train_model_t *m, const float *x, const int32_t *labels, int batch) {
   if (m->amp) {
     memcpy(m->wlow_block, m->param_block, sizeof(float) * m->total);
     train_round(m->wlow_block, m->total, m->amp);
     memcpy(m->xlow, x, sizeof(float) * (size_t)batch * m->in_elems);
     train_round(m->xlow, (size_t)batch * m->in_elems, m->amp);
   }
-  for (int l = 0; l < m->nlayers; l++) tm__layer_forward(m, &m->layer[l], tm__input(m, l, x), batch);
+  for (int l = 0; l < m->nlayers; l++) tm__layer_forward(m, &m->layer[l], l, tm__input(m, l, x), batch);
   if (!labels) return 0.0;
   const float *logits = m->layer[m->nlayers - 1].out;
   int C = m->classes;
@@ -335,13 +319,13 @@ static inline double tm_forward(train_model_t *m, const float *x, const int32_t 
   return loss / batch;
 }
 
-static inline const float *tm_logits(const train_model_t *m) { return m->layer[m->nlayers - 1].out; }
+const float *tm_logits(const train_model_t *m) { return m->layer[m->nlayers - 1].out; }
 
 /* Backward of one layer: dout (batch x out_elems, modified in place by the ReLU mask) ->
  * parameter gradients (+ callbacks) and, unless din is NULL, din (batch x in_elems). */
-static inline void tm__layer_backward(train_model_t *m, tm_layer_t *y, const float *in,
-                                      float *dout, float *din, int batch, tm_grad_ready_fn ready,
-                                      void *ctx) {
+static void tm__layer_backward(train_model_t *m, tm_layer_t *y, int l, const float *in, float *dout,
+                               float *din, int batch, int accumulate, tm_grad_ready_fn ready,
+                               void *ctx) {
   size_t B = (size_t)batch;
   if (y->relu) {
     size_t n = B * y->out_elems;
@@ -357,19 +341,23 @@ static inline void tm__layer_backward(train_model_t *m, tm_layer_t *y, const flo
   }
   float *dW = m->grad[y->wi], *db = m->grad[y->wi + 1];
   const float *W = tm__w(m, y->wi);
-  memset(db, 0, sizeof(float) * (size_t)y->oc);
+  if (!accumulate) memset(db, 0, sizeof(float) * (size_t)y->oc);
   if (y->kind == TM_DENSE) {
     for (size_t r = 0; r < B; r++) {
       const float *d = dout + r * (size_t)y->oc;
       for (int c = 0; c < y->oc; c++) db[c] += d[c];
     }
     if (ready) ready((size_t)y->wi + 1, ctx);
+    TM_TRACE(m, 1, "dW", l);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, y->oc, y->c, batch, 1.0f, dout, y->oc, in,
-                y->c, 0.0f, dW, y->c);
+                y->c, accumulate ? 1.0f : 0.0f, dW, y->c);
+    TM_TRACE(m, 0, "dW", l);
     if (ready) ready((size_t)y->wi, ctx);
     if (din) {
+      TM_TRACE(m, 1, "dX", l);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, y->c, y->oc, 1.0f, dout, y->oc,
                   W, y->c, 0.0f, din, y->c);
+      TM_TRACE(m, 0, "dX", l);
       if (m->amp) train_round(din, B * y->in_elems, m->amp);
     }
     return;
@@ -386,7 +374,7 @@ static inline void tm__layer_backward(train_model_t *m, tm_layer_t *y, const flo
   if (ready) ready((size_t)y->wi + 1, ctx);
   for (size_t n = 0; n < B; n++)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, y->oc, K, P, 1.0f, dout + n * y->out_elems,
-                P, y->col + n * y->col_elems, P, n ? 1.0f : 0.0f, dW, K);
+                P, y->col + n * y->col_elems, P, n || accumulate ? 1.0f : 0.0f, dW, K);
   if (ready) ready((size_t)y->wi, ctx);
   if (din)
     for (size_t n = 0; n < B; n++) {
@@ -397,14 +385,12 @@ static inline void tm__layer_backward(train_model_t *m, tm_layer_t *y, const flo
     }
 }
 
-/* Backward pass after tm_forward(m, x, labels, batch) with the same arguments. Every grad[i]
- * must point at count[i] floats; gradients are overwritten (not accumulated). With
- * checkpointing, each block's inner activations are recomputed from its kept input first. */
-static inline void tm_backward(train_model_t *m, const float *x, const int32_t *labels, int batch,
-                               tm_grad_ready_fn ready, void *ctx) {
+void tm_backward(train_model_t *m, const float *x, const int32_t *labels, int batch, int accumulate,
+                 tm_grad_ready_fn ready, void *ctx) {
   int C = m->classes, nl = m->nlayers;
   float *delta = m->delta[0], *next = m->delta[1];
   const float *logits = tm_logits(m);
+  /* d(mean CE)/d logits = (softmax - onehot) / batch, times the loss scale */
   for (int r = 0; r < batch; r++) {
     const float *z = logits + (size_t)r * (size_t)C;
     float *d = delta + (size_t)r * (size_t)C;
@@ -424,9 +410,10 @@ static inline void tm_backward(train_model_t *m, const float *x, const int32_t *
     int first = l;
     while (first > 0 && m->layer[first - 1].block == m->layer[l].block) first--;
     if (m->checkpoint)
-      for (int j = first; j <= l; j++) tm__layer_forward(m, &m->layer[j], tm__input(m, j, x), batch);
+      for (int j = first; j <= l; j++) tm__layer_forward(m, &m->layer[j], j, tm__input(m, j, x), batch);
     for (int j = l; j >= first; j--) {
-      tm__layer_backward(m, &m->layer[j], tm__input(m, j, x), delta, j ? next : NULL, batch, ready, ctx);
+      tm__layer_backward(m, &m->layer[j], j, tm__input(m, j, x), delta, j ? next : NULL, batch,
+                         accumulate, ready, ctx);
       float *t = delta;
       delta = next;
       next = t;
@@ -435,8 +422,7 @@ static inline void tm_backward(train_model_t *m, const float *x, const int32_t *
   }
 }
 
-/* Number of correct predictions among `batch` samples (forward without labels). */
-static inline size_t tm_count_correct(train_model_t *m, const float *x, const int32_t *labels, int batch) {
+size_t tm_count_correct(train_model_t *m, const float *x, const int32_t *labels, int batch) {
   tm_forward(m, x, NULL, batch);
   const float *logits = tm_logits(m);
   size_t correct = 0;
@@ -449,5 +435,3 @@ static inline size_t tm_count_correct(train_model_t *m, const float *x, const in
   }
   return correct;
 }
-
-#endif /* TRAIN_MODEL_H */

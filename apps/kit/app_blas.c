@@ -1,23 +1,5 @@
-/* The apps' BLAS (OpenBLAS) check: fast GEMMs with no user action, and what ddp_info reports.
- *
- * OpenBLAS built with DYNAMIC_ARCH (Debian's) picks its kernels once, when the library loads,
- * from the CPU model. A model it does not know gets its generic kernel: Debian's 0.3.21 runs
- * "Prescott" (SSE3) on Intel family 6 model 207 although the CPU has AVX-512, and single-thread
- * sgemm 64x2048x2048 drops from 80-95 GFLOP/s to 25. app_blas_auto(), called first thing in
- * main, notices that case (a generic kernel on a CPU with AVX2/AVX-512 enabled by the OS) and
- * re-executes the program (execv of /proc/self/exe: same pid, arguments and environment) with
- * OPENBLAS_CORETYPE set to the kernel the CPU supports; the variable is only read at load.
- * It runs before MPI_Init, so a launcher (mpirun, srun, Hydra) sees one process that started
- * a few milliseconds later: no MPI state, connection or thread of ours exists yet, and the
- * pid, parent, inherited descriptors and environment all stay. Every rank decides for itself
- * from its own CPU, so ranks on the same kind of node decide alike.
- *
- * A user's own OPENBLAS_CORETYPE always wins (even an empty one): nothing is checked then. The
- * re-executed process finds the variable set and carries on; APP_BLAS_FROM (set for it, cleared
- * at once) tells it that it was switched, so app_blas_note() can say so in one line.
- * Header-only; the apps include <cblas.h> from OpenBLAS and link it (apps/apps.cmake). */
-#ifndef APP_BLAS_H
-#define APP_BLAS_H
+/* The apps' OpenBLAS check (see app_blas.h). */
+#include "app_blas.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -37,7 +19,7 @@ static struct {
 } app_blas_state;
 
 /* Kernels that use AVX or better: anything else on an AVX2 machine is the generic fallback. */
-static inline int app_blas_kernel_is_vector(const char *core) {
+static int app_blas_kernel_is_vector(const char *core) {
   static const char *const fast[] = {"Haswell",   "Zen",        "SkylakeX",  "Cooperlake",
                                      "SapphireRapids", "Sandybridge", "Bulldozer", "Piledriver",
                                      "Steamroller", "Excavator"};
@@ -52,7 +34,7 @@ static inline int app_blas_kernel_is_vector(const char *core) {
  * thread) on an AVX512-BF16 Xeon, family 6 model 207. Older OpenBLAS releases do not accept
  * every name in OPENBLAS_CORETYPE (0.3.21 does not list Cooperlake: it then detects by CPU
  * features, which gives Cooperlake there; earlier ones fall back to Prescott), hence the list. */
-static inline const char *const *app_blas_kernels_for_cpu(void) {
+static const char *const *app_blas_kernels_for_cpu(void) {
   static const char *const bf16[] = {"Cooperlake", "SkylakeX", "Haswell", NULL};
   static const char *const avx512[] = {"SkylakeX", "Haswell", NULL};
   static const char *const avx2[] = {"Haswell", NULL};
@@ -66,10 +48,10 @@ static inline const char *const *app_blas_kernels_for_cpu(void) {
   return none;
 }
 
-static inline const char *app_blas_kernel_for_cpu(void) { return app_blas_kernels_for_cpu()[0]; }
+const char *app_blas_kernel_for_cpu(void) { return app_blas_kernels_for_cpu()[0]; }
 
 /* Re-executes this program with OPENBLAS_CORETYPE = candidate `k`, having found `generic`. */
-static inline void app_blas_reexec(char **argv, const char *generic, int k) {
+static void app_blas_reexec(char **argv, const char *generic, int k) {
   char from[48];
   snprintf(from, sizeof from, "%.31s/%d", generic, k);
   if (setenv("OPENBLAS_CORETYPE", app_blas_kernels_for_cpu()[k], 1) != 0 ||
@@ -82,9 +64,7 @@ static inline void app_blas_reexec(char **argv, const char *generic, int k) {
   unsetenv(APP_BLAS_FROM);
 }
 
-/* Call first in main, before MPI_Init / ddp_init. Returns when no switch is needed, when the
- * switch worked, or when it cannot be made (app_blas_note then warns). */
-static inline void app_blas_auto(char **argv) {
+void app_blas_auto(char **argv) {
   const char *core = openblas_get_corename(), *from = getenv(APP_BLAS_FROM);
   const char *const *cand = app_blas_kernels_for_cpu();
   if (from) { /* we are the re-executed process: "Prescott/0" = generic kernel / candidate */
@@ -105,8 +85,7 @@ static inline void app_blas_auto(char **argv) {
   app_blas_reexec(argv, core, 0);
 }
 
-/* "OpenBLAS 0.3.21, kernel Cooperlake (auto: the library chose Prescott for this CPU)". */
-static inline void app_blas_describe(char *buf, size_t cap) {
+void app_blas_describe(char *buf, size_t cap) {
   const char *cfg = openblas_get_config(), *core = openblas_get_corename();
   char ver[32] = "OpenBLAS"; /* "OpenBLAS 0.3.21": the config string's first two words */
   if (cfg && !strncmp(cfg, "OpenBLAS ", 9)) {
@@ -131,10 +110,7 @@ static inline void app_blas_describe(char *buf, size_t cap) {
     snprintf(buf, cap, "%s, kernel %s", ver, core);
 }
 
-/* One line on stdout, "# BLAS: <app_blas_describe>", when the kernel was switched or a generic
- * one still runs on a CPU that could do better (then with a warning), or always with `always`.
- * `print`: this process speaks for its node (local rank 0). */
-static inline void app_blas_note(int print, int always) {
+void app_blas_note(int print, int always) {
   if (!print) return;
   const char *core = openblas_get_corename(), *want = app_blas_kernel_for_cpu();
   int users = getenv("OPENBLAS_CORETYPE") && !app_blas_state.from[0];
@@ -146,9 +122,7 @@ static inline void app_blas_note(int print, int always) {
   fflush(stdout);
 }
 
-/* "Intel(R) Xeon(R) Processor (GenuineIntel family 6 model 207), 2 CPUs online, AVX-512 BF16",
- * from /proc/cpuinfo (Linux) and the compiler's CPU feature check. */
-static inline void app_cpu_describe(char *buf, size_t cap) {
+void app_cpu_describe(char *buf, size_t cap) {
   char name[96] = "?", vendor[24] = "?", family[8] = "?", model[8] = "?", line[512];
   FILE *f = fopen("/proc/cpuinfo", "r");
   while (f && fgets(line, sizeof line, f)) {
@@ -171,9 +145,7 @@ static inline void app_cpu_describe(char *buf, size_t cap) {
            model, sysconf(_SC_NPROCESSORS_ONLN), isa);
 }
 
-/* Single-thread sgemm rate (GFLOP/s) over about `seconds`, on W-DDP's largest shape
- * (64x2048 times 2048x2048^T: one hidden layer's forward at batch 64). -1 when out of memory. */
-static inline double app_blas_sgemm_gflops(double seconds) {
+double app_blas_sgemm_gflops(double seconds) {
   const int M = 64, N = 2048, K = 2048;
   float *a = malloc(sizeof(float) * (size_t)M * K), *b = malloc(sizeof(float) * (size_t)N * K);
   float *c = malloc(sizeof(float) * (size_t)M * N);
@@ -196,5 +168,3 @@ static inline double app_blas_sgemm_gflops(double seconds) {
   free(a), free(b), free(c);
   return 2.0 * M * N * K * (double)n / el / 1e9;
 }
-
-#endif /* APP_BLAS_H */

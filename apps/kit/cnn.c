@@ -1,16 +1,9 @@
-/* Convolution and pooling kernels of ddp_train's small CNN: im2col/col2im (so a convolution
- * is one GEMM per sample), 2x2 max pooling with the argmax kept for backward. Header-only. */
-#ifndef CNN_H
-#define CNN_H
+/* The CNN kernels (see cnn.h). */
+#include "cnn.h"
 
-#include <stddef.h>
-#include <stdint.h>
 #include <string.h>
 
-/* Image [c][h][w] -> columns [c*k*k][oh*ow] for a k x k kernel, stride 1, no padding, so
- * out[cout][oh*ow] = W[cout][c*k*k] x col. Row order matches PyTorch's Conv2d weight layout
- * (cout, cin, kh, kw) flattened. */
-static inline void cnn_im2col(const float *img, int c, int h, int w, int k, float *col) {
+void cnn_im2col(const float *img, int c, int h, int w, int k, float *col) {
   int oh = h - k + 1, ow = w - k + 1;
   size_t p = (size_t)oh * (size_t)ow;
   for (int ci = 0; ci < c; ci++)
@@ -24,9 +17,7 @@ static inline void cnn_im2col(const float *img, int c, int h, int w, int k, floa
       }
 }
 
-/* Adjoint of cnn_im2col: adds the columns' gradient back into the image gradient (zeroed
- * first, since every pixel may receive from several kernel positions). */
-static inline void cnn_col2im(const float *col, int c, int h, int w, int k, float *img) {
+void cnn_col2im(const float *col, int c, int h, int w, int k, float *img) {
   int oh = h - k + 1, ow = w - k + 1;
   size_t p = (size_t)oh * (size_t)ow;
   memset(img, 0, sizeof(float) * (size_t)c * (size_t)h * (size_t)w);
@@ -42,9 +33,7 @@ static inline void cnn_col2im(const float *col, int c, int h, int w, int k, floa
       }
 }
 
-/* 2x2 max pooling, stride 2 (h and w even). arg[i] is the input offset (within the sample)
- * of output i's maximum; the first maximum wins on ties, as in PyTorch. */
-static inline void cnn_maxpool2(const float *in, int c, int h, int w, float *out, int32_t *arg) {
+void cnn_maxpool2(const float *in, int c, int h, int w, float *out, int32_t *arg) {
   int oh = h / 2, ow = w / 2;
   for (int ci = 0; ci < c; ci++)
     for (int y = 0; y < oh; y++)
@@ -60,11 +49,9 @@ static inline void cnn_maxpool2(const float *in, int c, int h, int w, float *out
       }
 }
 
-/* Gradient of cnn_maxpool2: each output's gradient goes to its argmax input. */
-static inline void cnn_maxpool2_backward(const float *dout, const int32_t *arg, size_t out_count,
-                                         size_t in_count, float *din) {
+void cnn_maxpool2_backward(const float *dout, const int32_t *arg, size_t out_count,
+                           size_t in_count, float *din) {
   memset(din, 0, sizeof(float) * in_count);
   for (size_t o = 0; o < out_count; o++) din[arg[o]] += dout[o];
 }
 
-#endif /* CNN_H */

@@ -1,39 +1,8 @@
-/* ddp_train's checkpoint file: model parameters, optimizer state (momentum), sampler position
- * and RNG state, written atomically (temporary file, fsync, rename) with a versioned header
- * and a CRC32 (zlib) over everything before it. Header-only; the reader works on a byte buffer
- * so a fuzz target can call ckpt_parse() directly.
- *
- * Layout (all integers little-endian, floats IEEE f32 little-endian):
- *   off  size  field
- *     0     8  magic "DDPCKPT\0"
- *     8     4  version (CKPT_VERSION)
- *    12     4  header_bytes (CKPT_HEADER_BYTES: offset of the parameter-count table)
- *    16    16  model name, NUL-padded
- *    32     4  nparams (1 .. CKPT_MAX_PARAMS)
- *    36     4  world size at save time
- *    40     8  per-rank batch
- *    48     8  seed
- *    56     8  epoch (sampler epoch being trained)
- *    64     8  step_in_epoch (batches of that epoch already done)
- *    72     8  global step (optimizer steps done)
- *    80     8  total parameter elements (sum of the table)
- *    88     8  RNG state (the app's splitmix64 stream)
- *    96     8  f64 running train-loss sum of the current epoch
- *   104     8  steps in that sum
- *   112     8  epochs of the run that wrote it (informational)
- *   120     4  f32 loss scale of --amp fp16 (0 without dynamic scaling)
- *   124     4  clean steps since the scale last changed
- *   128  8*np  u64 element count of each parameter tensor
- *     .  4*T   parameters (T = total), in registration order
- *     .  4*T   momentum buffers, same order
- *     .     4  CRC32 of every byte before it
- * Errors never abort: every function returns 0 or -1 with a message in err. */
-#ifndef CHECKPOINT_H
-#define CHECKPOINT_H
+/* The training kit's checkpoint file (see checkpoint.h). */
+#include "checkpoint.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,70 +10,46 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#define CKPT_MAGIC "DDPCKPT"
-#define CKPT_VERSION 1u
-#define CKPT_HEADER_BYTES 128u
-#define CKPT_MAX_PARAMS 4096u
-/* 16 GiB of parameters is far beyond ddp_train's models; the cap keeps size arithmetic safe. */
-#define CKPT_MAX_TOTAL (UINT64_C(1) << 32)
-
-typedef struct ckpt_state {
-  char model[16];
-  uint32_t nparams;
-  int32_t world;
-  uint64_t batch, seed;
-  uint64_t epoch, step_in_epoch, global_step;
-  uint64_t total;
-  uint64_t rng;
-  double loss_sum;
-  uint64_t loss_steps;
-  uint64_t epochs;
-  float loss_scale;
-  uint32_t scale_clean;
-} ckpt_state_t;
-
-/* Where the variable-size parts lie inside a parsed buffer (byte offsets; the data may be
- * unaligned, so copy it out with ckpt_copy_floats / ckpt_u64_at). */
-typedef struct ckpt_view {
-  ckpt_state_t st;
-  size_t counts_off, params_off, momentum_off, bytes;
-} ckpt_view_t;
-
-static inline void ckpt__put_u32(unsigned char *p, uint32_t v) {
+static void ckpt__put_u32(unsigned char *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
-static inline void ckpt__put_u64(unsigned char *p, uint64_t v) {
+
+static void ckpt__put_u64(unsigned char *p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
 }
-static inline uint32_t ckpt__get_u32(const unsigned char *p) {
+
+static uint32_t ckpt__get_u32(const unsigned char *p) {
   uint32_t v = 0;
   for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
   return v;
 }
-static inline uint64_t ckpt__get_u64(const unsigned char *p) {
+
+static uint64_t ckpt__get_u64(const unsigned char *p) {
   uint64_t v = 0;
   for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
   return v;
 }
-static inline uint64_t ckpt__f64_bits(double d) {
+
+static uint64_t ckpt__f64_bits(double d) {
   uint64_t u;
   memcpy(&u, &d, sizeof u);
   return u;
 }
-static inline double ckpt__bits_f64(uint64_t u) {
+
+static double ckpt__bits_f64(uint64_t u) {
   double d;
   memcpy(&d, &u, sizeof d);
   return d;
 }
-/* strerror text, cut short so messages with a path always fit. */
-static inline const char *ckpt__errstr(void) { return strerror(errno); }
 
-static inline uint64_t ckpt_u64_at(const void *buf, size_t off) {
+/* strerror text, cut short so messages with a path always fit. */
+static const char *ckpt__errstr(void) { return strerror(errno); }
+
+uint64_t ckpt_u64_at(const void *buf, size_t off) {
   return ckpt__get_u64((const unsigned char *)buf + off);
 }
 
-/* zlib's crc32 takes a uInt length: feed it in chunks. */
-static inline uint32_t ckpt_crc32(const void *buf, size_t bytes) {
+uint32_t ckpt_crc32(const void *buf, size_t bytes) {
   uLong crc = crc32(0L, Z_NULL, 0);
   const unsigned char *p = (const unsigned char *)buf;
   while (bytes > 0) {
@@ -116,15 +61,12 @@ static inline uint32_t ckpt_crc32(const void *buf, size_t bytes) {
   return (uint32_t)crc;
 }
 
-/* Size of a checkpoint file for nparams tensors of `total` elements in all. */
-static inline size_t ckpt_file_bytes(uint32_t nparams, uint64_t total) {
+size_t ckpt_file_bytes(uint32_t nparams, uint64_t total) {
   return (size_t)CKPT_HEADER_BYTES + 8u * (size_t)nparams + 8u * (size_t)total + 4u;
 }
 
-/* Validates a whole checkpoint held in buf[0 .. bytes-1]: magic, version, header size,
- * counts, exact file size, CRC. On success fills *v. Never reads outside the buffer. */
-static inline int ckpt_parse(const void *buf, size_t bytes, ckpt_view_t *v, char *err,
-                             size_t errlen) {
+int ckpt_parse(const void *buf, size_t bytes, ckpt_view_t *v, char *err,
+               size_t errlen) {
   const unsigned char *p = (const unsigned char *)buf;
   if (!buf && bytes) {
     snprintf(err, errlen, "checkpoint buffer is NULL");
@@ -217,8 +159,7 @@ static inline int ckpt_parse(const void *buf, size_t bytes, ckpt_view_t *v, char
   return 0;
 }
 
-/* Copies `count` f32 values stored at byte offset off into dst (host byte order). */
-static inline void ckpt_copy_floats(const void *buf, size_t off, float *dst, size_t count) {
+void ckpt_copy_floats(const void *buf, size_t off, float *dst, size_t count) {
   const unsigned char *p = (const unsigned char *)buf + off;
   for (size_t k = 0; k < count; k++) {
     uint32_t u = ckpt__get_u32(p + 4 * k);
@@ -226,11 +167,9 @@ static inline void ckpt_copy_floats(const void *buf, size_t off, float *dst, siz
   }
 }
 
-/* Checks that a parsed checkpoint fits the run: same model, tensor count and sizes, world
- * size and per-rank batch (the sampler position means a different data split otherwise). */
-static inline int ckpt_check_compatible(const void *buf, const ckpt_view_t *v, const char *model,
-                                        const size_t *counts, uint32_t nparams, int world,
-                                        uint64_t batch, uint64_t seed, char *err, size_t errlen) {
+int ckpt_check_compatible(const void *buf, const ckpt_view_t *v, const char *model,
+                          const size_t *counts, uint32_t nparams, int world,
+                          uint64_t batch, uint64_t seed, char *err, size_t errlen) {
   if (strncmp(v->st.model, model, sizeof v->st.model) != 0) {
     snprintf(err, errlen, "checkpoint is for model '%.200s', this run trains '%.200s'", v->st.model, model);
     return -1;
@@ -263,9 +202,8 @@ static inline int ckpt_check_compatible(const void *buf, const ckpt_view_t *v, c
   return 0;
 }
 
-/* Reads a whole file into a malloc'd buffer (caller frees). */
-static inline int ckpt_read_file(const char *path, void **out, size_t *bytes, char *err,
-                                 size_t errlen) {
+int ckpt_read_file(const char *path, void **out, size_t *bytes, char *err,
+                   size_t errlen) {
   FILE *f = fopen(path, "rb");
   if (!f) {
     snprintf(err, errlen, "cannot open checkpoint %.200s: %.200s", path, ckpt__errstr());
@@ -297,10 +235,8 @@ static inline int ckpt_read_file(const char *path, void **out, size_t *bytes, ch
   return 0;
 }
 
-/* Parses the file at path (ckpt_read_file + ckpt_parse); for tools and fuzzing. Open/read
- * errors name the file; format errors do not (the caller knows which file it asked for). */
-static inline int ckpt_load_file(const char *path, void **buf, size_t *bytes, ckpt_view_t *v,
-                                 char *err, size_t errlen) {
+int ckpt_load_file(const char *path, void **buf, size_t *bytes, ckpt_view_t *v,
+                   char *err, size_t errlen) {
   void *b = NULL;
   size_t n = 0;
   if (ckpt_read_file(path, &b, &n, err, errlen) != 0) return -1;
@@ -313,10 +249,9 @@ static inline int ckpt_load_file(const char *path, void **buf, size_t *bytes, ck
   return 0;
 }
 
-/* Serialises a checkpoint into a malloc'd buffer of ckpt_file_bytes(...) bytes. */
-static inline int ckpt_serialize(const ckpt_state_t *st, float *const *params,
-                                 float *const *momentum, const size_t *counts, void **out,
-                                 size_t *bytes, char *err, size_t errlen) {
+int ckpt_serialize(const ckpt_state_t *st, float *const *params,
+                   float *const *momentum, const size_t *counts, void **out,
+                   size_t *bytes, char *err, size_t errlen) {
   uint64_t total = 0;
   for (uint32_t i = 0; i < st->nparams; i++) total += counts[i];
   if (st->nparams == 0 || st->nparams > CKPT_MAX_PARAMS || total == 0 || total > CKPT_MAX_TOTAL) {
@@ -354,8 +289,9 @@ static inline int ckpt_serialize(const ckpt_state_t *st, float *const *params,
   for (uint32_t i = 0; i < st->nparams; i++, off += 8) ckpt__put_u64(b + off, counts[i]);
   for (int which = 0; which < 2; which++)
     for (uint32_t i = 0; i < st->nparams; i++) {
-      const float *src = which ? momentum[i] : params[i];
+      const float *src = which ? (momentum ? momentum[i] : NULL) : params[i];
       for (size_t k = 0; k < counts[i]; k++, off += 4) {
+        if (!src) continue; /* no optimizer state: the calloc'd zeros stay */
         uint32_t u;
         memcpy(&u, &src[k], 4);
         ckpt__put_u32(b + off, u);
@@ -367,10 +303,8 @@ static inline int ckpt_serialize(const ckpt_state_t *st, float *const *params,
   return 0;
 }
 
-/* Writes buf to path atomically: path.tmp.<pid>, fsync, rename over path, fsync the folder.
- * On any failure the temporary file is removed and an existing path is left untouched. */
-static inline int ckpt_write_atomic(const char *path, const void *buf, size_t bytes, char *err,
-                                    size_t errlen) {
+int ckpt_write_atomic(const char *path, const void *buf, size_t bytes, char *err,
+                      size_t errlen) {
   char tmp[4096];
   int len = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
   if (len < 0 || (size_t)len >= sizeof tmp) {
@@ -426,5 +360,3 @@ static inline int ckpt_write_atomic(const char *path, const void *buf, size_t by
   }
   return 0;
 }
-
-#endif /* CHECKPOINT_H */
