@@ -63,7 +63,7 @@ typedef struct {
 } rec_t;
 
 static int rank_, size_;
-static ddp_comm_t comm_;
+static ddp_comm_t *comm_ = NULL;
 static MPI_Comm raw_comm;
 
 static int parse_size(const char *s, size_t *out) {
@@ -238,8 +238,8 @@ typedef struct {
 
 static int to_dev(const args_t *a, void *dst, const void *src, size_t n) {
   if (a->mem != M_CUDA || dst == src || n == 0) return 0;
-  if (ddp_memcpy_async(&comm_, dst, src, n, NULL) != DDP_OK) return -1;
-  return ddp_stream_synchronize(&comm_, NULL) == DDP_OK ? 0 : -1;
+  if (ddp_memcpy_async(comm_, dst, src, n, NULL) != DDP_OK) return -1;
+  return ddp_stream_synchronize(comm_, NULL) == DDP_OK ? 0 : -1;
 }
 
 /* ---- one measurement ------------------------------------------------------------------------ */
@@ -270,7 +270,7 @@ static ddp_status_t select_entry(const args_t *a, const char *entry, char *algo,
   char xport[16];
   split_entry(a, entry, xport, sizeof xport, algo, acap);
   if (!xport[0]) return DDP_OK;
-  return ddp_device_set_transport(&comm_, xport);
+  return ddp_device_set_transport(comm_, xport);
 }
 
 /* One -A entry resolved once per measurement, so that the timed loop calls MPI or mpiddp and
@@ -309,24 +309,24 @@ static ddp_status_t run_once(const args_t *a, const call_t *k, bufs_t *b, size_t
       if (raw)
         return MPI_Allreduce(inplace ? MPI_IN_PLACE : b->send, b->recv, (int)count, mt, mo,
                              raw_comm) == MPI_SUCCESS ? DDP_OK : DDP_EMPI;
-      return ddp_allreduce(&comm_, inplace ? DDP_IN_PLACE : b->send, b->recv, count, a->dtype,
+      return ddp_allreduce(comm_, inplace ? DDP_IN_PLACE : b->send, b->recv, count, a->dtype,
                            a->op, op);
     case C_BROADCAST:
       if (raw)
         return MPI_Bcast(b->recv, (int)(count * es), MPI_BYTE, 0, raw_comm) == MPI_SUCCESS ? DDP_OK : DDP_EMPI;
-      return ddp_broadcast(&comm_, b->recv, count, a->dtype, 0, op);
+      return ddp_broadcast(comm_, b->recv, count, a->dtype, 0, op);
     case C_ALLGATHER: {
       void *mine = (char *)b->recv + (size_t)rank_ * count * es;
       if (raw)
         return MPI_Allgather(inplace ? MPI_IN_PLACE : b->send, (int)(count * es), MPI_BYTE,
                              b->recv, (int)(count * es), MPI_BYTE, raw_comm) == MPI_SUCCESS ? DDP_OK : DDP_EMPI;
-      return ddp_allgather(&comm_, inplace ? mine : b->send, b->recv, count, a->dtype, op);
+      return ddp_allgather(comm_, inplace ? mine : b->send, b->recv, count, a->dtype, op);
     }
     default:
       if (raw)
         return MPI_Reduce_scatter_block(inplace ? MPI_IN_PLACE : b->send, b->recv, (int)count, mt,
                                         mo, raw_comm) == MPI_SUCCESS ? DDP_OK : DDP_EMPI;
-      return ddp_reduce_scatter(&comm_, inplace ? DDP_IN_PLACE : b->send, b->recv, count, a->dtype,
+      return ddp_reduce_scatter(comm_, inplace ? DDP_IN_PLACE : b->send, b->recv, count, a->dtype,
                                 a->op, op);
   }
 }
@@ -344,8 +344,8 @@ static long check_once(const args_t *a, const call_t *algo, bufs_t *b, size_t co
       if (!inplace) memset(b->hr, 0, count * es);
       if (to_dev(a, inplace ? b->recv : b->send, in, count * es)) return -1;
       if (run_once(a, algo, b, count, inplace) != DDP_OK) return -1;
-      if (a->mem == M_CUDA && ddp_memcpy_async(&comm_, b->hr, b->recv, count * es, NULL) == DDP_OK)
-        ddp_stream_synchronize(&comm_, NULL);
+      if (a->mem == M_CUDA && ddp_memcpy_async(comm_, b->hr, b->recv, count * es, NULL) == DDP_OK)
+        ddp_stream_synchronize(comm_, NULL);
       for (size_t i = 0; i < count; i++) {
         double want = expect(i, op, a->dtype, &tol), got = get_el(b->hr, a->dtype, i);
         if (tol ? fabs(got - want) > tol : got != want) wrong++;
@@ -356,8 +356,8 @@ static long check_once(const args_t *a, const call_t *algo, bufs_t *b, size_t co
       for (size_t i = 0; i < count; i++) set_el(b->hr, a->dtype, i, rank_ == 0 ? (double)(i % 97) : -1.0);
       if (to_dev(a, b->recv, b->hr, count * es)) return -1;
       if (run_once(a, algo, b, count, 1) != DDP_OK) return -1;
-      if (a->mem == M_CUDA && ddp_memcpy_async(&comm_, b->hr, b->recv, count * es, NULL) == DDP_OK)
-        ddp_stream_synchronize(&comm_, NULL);
+      if (a->mem == M_CUDA && ddp_memcpy_async(comm_, b->hr, b->recv, count * es, NULL) == DDP_OK)
+        ddp_stream_synchronize(comm_, NULL);
       for (size_t i = 0; i < count; i++) wrong += get_el(b->hr, a->dtype, i) != (double)(i % 97);
       break;
     case C_ALLGATHER: {
@@ -367,8 +367,8 @@ static long check_once(const args_t *a, const call_t *algo, bufs_t *b, size_t co
       if (to_dev(a, inplace ? (char *)b->recv + (size_t)rank_ * count * es : b->send, in, count * es))
         return -1;
       if (run_once(a, algo, b, count, inplace) != DDP_OK) return -1;
-      if (a->mem == M_CUDA && ddp_memcpy_async(&comm_, b->hr, b->recv, count * es * p, NULL) == DDP_OK)
-        ddp_stream_synchronize(&comm_, NULL);
+      if (a->mem == M_CUDA && ddp_memcpy_async(comm_, b->hr, b->recv, count * es * p, NULL) == DDP_OK)
+        ddp_stream_synchronize(comm_, NULL);
       for (size_t q = 0; q < p; q++)
         for (size_t i = 0; i < count; i++)
           wrong += get_el(b->hr, a->dtype, q * count + i) != (double)(q * 7 + i % 89);
@@ -379,8 +379,8 @@ static long check_once(const args_t *a, const call_t *algo, bufs_t *b, size_t co
       for (size_t i = 0; i < count * p; i++) set_el(in, a->dtype, i, (double)val(rank_, i, op, a->dtype));
       if (to_dev(a, inplace ? b->recv : b->send, in, count * p * es)) return -1;
       if (run_once(a, algo, b, count, inplace) != DDP_OK) return -1;
-      if (a->mem == M_CUDA && ddp_memcpy_async(&comm_, b->hr, b->recv, count * es, NULL) == DDP_OK)
-        ddp_stream_synchronize(&comm_, NULL);
+      if (a->mem == M_CUDA && ddp_memcpy_async(comm_, b->hr, b->recv, count * es, NULL) == DDP_OK)
+        ddp_stream_synchronize(comm_, NULL);
       for (size_t i = 0; i < count; i++) {
         double want = expect((size_t)rank_ * count + i, op, a->dtype, &tol), got = get_el(b->hr, a->dtype, i);
         if (tol ? fabs(got - want) > tol : got != want) wrong++;
@@ -461,8 +461,8 @@ int main(int argc, char **argv) {
     fprintf(stderr, "allreduce_bench: ddp_init: %s\n", ddp_last_error());
     return 1;
   }
-  ddp_comm_rank(&comm_, &rank_);
-  ddp_comm_size(&comm_, &size_);
+  ddp_comm_rank(comm_, &rank_);
+  ddp_comm_size(comm_, &size_);
   MPI_Comm_dup(MPI_COMM_WORLD, &raw_comm);
   args_t a;
   int pr = parse_args(argc, argv, &a);
@@ -471,12 +471,12 @@ int main(int argc, char **argv) {
     ddp_finalize(&comm_);
     return pr == -2 ? 0 : 2;
   }
-  if (a.mem == M_CUDA && !ddp_device_available(&comm_)) {
+  if (a.mem == M_CUDA && !ddp_device_available(comm_)) {
     /* Nothing to measure; a failure when a device was asked for (the emulation, a GPU). */
     const char *emu = getenv("DDP_DEVICE_EMULATE"), *req = getenv("DDP_REQUIRE_GPU");
     int asked = (emu && !strcmp(emu, "1")) || (req && !strcmp(req, "1"));
     char d[160] = "";
-    ddp_device_describe(&comm_, d, sizeof d);
+    ddp_device_describe(comm_, d, sizeof d);
     if (rank_ == 0)
       printf("# -M cuda: no device on this communicator (%s): %s\n", d,
              asked ? "FAILED (DDP_DEVICE_EMULATE=1 or DDP_REQUIRE_GPU=1 asked for one)" : "skipping");
@@ -513,7 +513,7 @@ int main(int argc, char **argv) {
       o.algo = alg;
       o.mem = a.mem == M_CUDA ? DDP_MEM_CUDA : DDP_MEM_HOST;
       const char *nm = NULL;
-      if (ddp_allreduce_choice(&comm_, NULL, 1024, a.dtype, &o, &nm) != DDP_OK) why = ddp_last_error();
+      if (ddp_allreduce_choice(comm_, NULL, 1024, a.dtype, &o, &nm) != DDP_OK) why = ddp_last_error();
     }
     if (why) {
       if (rank_ == 0) printf("# skipping %s: %s\n", t, why);
@@ -538,14 +538,14 @@ int main(int argc, char **argv) {
   b.rbytes = (b.rbytes + 63) & ~(size_t)63;
   int ok = 1;
   if (a.mem == M_SHARED) {
-    ok = ddp_alloc(&comm_, b.sbytes, &b.send) == DDP_OK && ddp_alloc(&comm_, b.rbytes, &b.recv) == DDP_OK;
+    ok = ddp_alloc(comm_, b.sbytes, &b.send) == DDP_OK && ddp_alloc(comm_, b.rbytes, &b.recv) == DDP_OK;
     b.hs = b.send, b.hr = b.recv;
   } else {
     ok = posix_memalign(&b.hs, 64, b.sbytes) == 0 && posix_memalign(&b.hr, 64, b.rbytes) == 0;
     b.send = b.hs, b.recv = b.hr;
     if (ok && a.mem == M_CUDA)
-      ok = ddp_device_malloc(&comm_, b.sbytes, &b.send) == DDP_OK &&
-           ddp_device_malloc(&comm_, b.rbytes, &b.recv) == DDP_OK;
+      ok = ddp_device_malloc(comm_, b.sbytes, &b.send) == DDP_OK &&
+           ddp_device_malloc(comm_, b.rbytes, &b.recv) == DDP_OK;
   }
   if (!ok) {
     fprintf(stderr, "[rank %d] allreduce_bench: buffers of %zu bytes: %s\n", rank_, maxb, ddp_last_error());
@@ -555,9 +555,9 @@ int main(int argc, char **argv) {
     memset(b.hs, 0, b.sbytes);
     memset(b.hr, 0, b.rbytes);
   } else {
-    ddp_memset_async(&comm_, b.send, 0, b.sbytes, NULL);
-    ddp_memset_async(&comm_, b.recv, 0, b.rbytes, NULL);
-    ddp_stream_synchronize(&comm_, NULL);
+    ddp_memset_async(comm_, b.send, 0, b.sbytes, NULL);
+    ddp_memset_async(comm_, b.recv, 0, b.rbytes, NULL);
+    ddp_stream_synchronize(comm_, NULL);
   }
 
   /* Sizes: -e, -e/f, -e/f^2 ... down to -b (so -b 8 -e 64M -f 4 hits 4M, 16M and 64M), and
@@ -615,7 +615,7 @@ int main(int argc, char **argv) {
     ddp_coll_opts_default(&o);
     o.algo = list[k];
     if (!strcmp(list[k], "auto") && a.coll == C_ALLREDUCE &&
-        ddp_allreduce_choice(&comm_, b.recv, count_for(&a, a.maxb), a.dtype, &o, &nm) == DDP_OK)
+        ddp_allreduce_choice(comm_, b.recv, count_for(&a, a.maxb), a.dtype, &o, &nm) == DDP_OK)
       printf("#\n# algorithm: auto (at %zu bytes: %s)\n", a.maxb, nm);
     else
       printf("#\n# algorithm: %s%s\n", list[k], !strcmp(list[k], "raw") ? " (MPI's own call)" : "");
@@ -714,12 +714,12 @@ int main(int argc, char **argv) {
   }
   free(recs);
   if (a.mem == M_SHARED) {
-    ddp_free(&comm_, b.recv);
-    ddp_free(&comm_, b.send);
+    ddp_free(comm_, b.recv);
+    ddp_free(comm_, b.send);
   } else {
     if (a.mem == M_CUDA) {
-      ddp_device_free(&comm_, b.send);
-      ddp_device_free(&comm_, b.recv);
+      ddp_device_free(comm_, b.send);
+      ddp_device_free(comm_, b.recv);
     }
     free(b.hs);
     free(b.hr);

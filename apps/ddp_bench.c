@@ -46,7 +46,7 @@ typedef struct result {
 } result_t;
 
 typedef struct bench {
-  ddp_comm_t comm;
+  ddp_comm_t *comm;
   int rank, size;
   int steps, warmup, batch, device_cuda;
   int sizes[16], nsizes;
@@ -58,7 +58,7 @@ typedef struct bench {
   /* --device cuda: parameters and gradient buckets in device memory; the MLP computes on the
    * host, each gradient is copied to the device (H2D) before grad_ready and the averaged
    * gradients come back (D2H) after finish, so this measures the device bucket path. */
-  ddp_stream_t stream;
+  ddp_stream_t *stream;
   void *dparam[32], *dgrad[32];
   double compute_ms;
 } bench_t;
@@ -98,8 +98,8 @@ static void on_trace(void *ctx, int begin, const char *what, int layer) {
   char name[16];
   if (layer >= 0) snprintf(name, sizeof name, "%s %d", what, layer);
   else snprintf(name, sizeof name, "%s", what);
-  if (begin) ddp_timeline_begin(&b->comm, name, "compute", NULL);
-  else ddp_timeline_end(&b->comm, name, "compute", NULL);
+  if (begin) ddp_timeline_begin(b->comm, name, "compute", NULL);
+  else ddp_timeline_end(b->comm, name, "compute", NULL);
 }
 
 static void on_ready(size_t i, void *ctx) {
@@ -108,7 +108,7 @@ static void on_ready(size_t i, void *ctx) {
   if (b->device_cuda) {
     void *g = NULL;
     st = ddp_reducer_grad(b->r, i, &g);
-    if (st == DDP_OK) st = ddp_memcpy_async(&b->comm, g, b->m.grad[i], b->m.count[i] * sizeof(float), b->stream);
+    if (st == DDP_OK) st = ddp_memcpy_async(b->comm, g, b->m.grad[i], b->m.count[i] * sizeof(float), b->stream);
   }
   if (st == DDP_OK) st = ddp_reducer_grad_ready(b->r, i);
   if (st != DDP_OK) {
@@ -135,9 +135,9 @@ static int step(bench_t *b, const cfg_t *c, float lr) {
     for (size_t i = 0; i < b->m.nparams; i++) {
       void *g = NULL;
       APP_CHECK(ddp_reducer_grad(b->r, i, &g));
-      APP_CHECK(ddp_memcpy_async(&b->comm, b->m.grad[i], g, b->m.count[i] * sizeof(float), b->stream));
+      APP_CHECK(ddp_memcpy_async(b->comm, b->m.grad[i], g, b->m.count[i] * sizeof(float), b->stream));
     }
-    APP_CHECK(ddp_stream_synchronize(&b->comm, b->stream));
+    APP_CHECK(ddp_stream_synchronize(b->comm, b->stream));
   } else if (b->r) {
     APP_CHECK(ddp_reducer_finish(b->r));
     /* Views move once, when the buckets are rebuilt after the first iteration. */
@@ -161,15 +161,15 @@ static int create_reducer(bench_t *b, const cfg_t *c) {
                          .mem = DDP_MEM_HOST, .name = names[i], .grad = b->m.grad[i]};
     if (b->device_cuda) {
       size_t bytes = b->m.count[i] * sizeof(float);
-      if (!b->dparam[i]) APP_CHECK(ddp_device_malloc(&b->comm, bytes, &b->dparam[i]));
-      if (!b->dgrad[i] && !c->views) APP_CHECK(ddp_device_malloc(&b->comm, bytes, &b->dgrad[i]));
-      APP_CHECK(ddp_memcpy_async(&b->comm, b->dparam[i], b->m.param[i], bytes, b->stream));
+      if (!b->dparam[i]) APP_CHECK(ddp_device_malloc(b->comm, bytes, &b->dparam[i]));
+      if (!b->dgrad[i] && !c->views) APP_CHECK(ddp_device_malloc(b->comm, bytes, &b->dgrad[i]));
+      APP_CHECK(ddp_memcpy_async(b->comm, b->dparam[i], b->m.param[i], bytes, b->stream));
       p[i].data = b->dparam[i];
       p[i].grad = b->dgrad[i];
       p[i].mem = DDP_MEM_CUDA;
     }
   }
-  if (b->device_cuda) APP_CHECK(ddp_stream_synchronize(&b->comm, b->stream));
+  if (b->device_cuda) APP_CHECK(ddp_stream_synchronize(b->comm, b->stream));
   ddp_reducer_opts_t o;
   APP_CHECK(ddp_reducer_opts_default(&o));
   o.bucket_cap_mb = c->cap_mb;
@@ -179,11 +179,11 @@ static int create_reducer(bench_t *b, const cfg_t *c) {
   o.hook = c->hook;
   o.predivided = c->predivided;
   o.stream = b->stream;
-  APP_CHECK(ddp_reducer_create(&b->comm, p, b->m.nparams, &o, &b->r));
+  APP_CHECK(ddp_reducer_create(b->comm, p, b->m.nparams, &o, &b->r));
   if (b->device_cuda) { /* rank 0's parameters, broadcast on the device, back to the host model */
     for (size_t i = 0; i < b->m.nparams; i++)
-      APP_CHECK(ddp_memcpy_async(&b->comm, b->m.param[i], b->dparam[i], b->m.count[i] * sizeof(float), b->stream));
-    APP_CHECK(ddp_stream_synchronize(&b->comm, b->stream));
+      APP_CHECK(ddp_memcpy_async(b->comm, b->m.param[i], b->dparam[i], b->m.count[i] * sizeof(float), b->stream));
+    APP_CHECK(ddp_stream_synchronize(b->comm, b->stream));
     return 0;
   }
   if (c->views)
@@ -323,9 +323,9 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
          * must not be charged to the DDP step that follows. */
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
-        ddp_timeline_begin(&b->comm, "compute-only step", "bench", NULL);
+        ddp_timeline_begin(b->comm, "compute-only step", "bench", NULL);
         if (step(b, &cfgs[0], 0.0f) != 0) return 1;
-        ddp_timeline_end(&b->comm, "compute-only step", "bench", NULL);
+        ddp_timeline_end(b->comm, "compute-only step", "bench", NULL);
         double dt = MPI_Wtime() - t0;
         if (s >= 0) comp += dt, comp_min = dt < comp_min ? dt : comp_min, tc[s] = dt;
         continue;
@@ -336,9 +336,9 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
       double t1 = MPI_Wtime();
       char span[64];
       snprintf(span, sizeof span, "ddp step (%s)", cfgs[k].label);
-      ddp_timeline_begin(&b->comm, span, "bench", NULL);
+      ddp_timeline_begin(b->comm, span, "bench", NULL);
       if (step(b, &cfgs[k], b->lr) != 0) return 1;
-      ddp_timeline_end(&b->comm, span, "bench", NULL);
+      ddp_timeline_end(b->comm, span, "bench", NULL);
       double dt = MPI_Wtime() - t1;
       if (s >= 0) sum[k] += dt, mins[k] = dt < mins[k] ? dt : mins[k], td[(size_t)k * b->steps + s] = dt;
     }
@@ -385,13 +385,13 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
     co.algo = c->algo;
     co.mem = b->device_cuda ? DDP_MEM_CUDA : DDP_MEM_HOST;
     co.stream = b->stream;
-    if (ddp_allreduce_choice(&b->comm, g0, (size_t)(st.bucket_bytes_max / 4), DDP_F32, &co, &name) != DDP_OK)
+    if (ddp_allreduce_choice(b->comm, g0, (size_t)(st.bucket_bytes_max / 4), DDP_F32, &co, &name) != DDP_OK)
       name = "?";
     snprintf(res[k].algo_used, sizeof res[k].algo_used, "%s%s%s", c->algo ? "" : "auto(", name, c->algo ? "" : ")");
   }
   free(tc);
   free(td);
-  for (int k = 0; k < n; k++) APP_CHECK(ddp_reducer_destroy(rs[k]));
+  for (int k = 0; k < n; k++) APP_CHECK(ddp_reducer_destroy(&rs[k]));
   b->r = NULL;
   for (size_t i = 0; i < b->m.nparams; i++) mlp_set_grad(&b->m, i, NULL);
   return 0;
@@ -490,19 +490,19 @@ int main(int argc, char **argv) {
   }
   APP_CHECK(ddp_init(&argc, &argv, MPI_COMM_NULL, &b.comm));
   if (b.device_cuda) {
-    if (!ddp_device_available(&b.comm)) {
+    if (!ddp_device_available(b.comm)) {
       char why[128];
-      ddp_device_describe(&b.comm, why, sizeof why);
+      ddp_device_describe(b.comm, why, sizeof why);
       fprintf(stderr, "ddp_bench: --device cuda needs a device: %s (DDP_DEVICE_EMULATE=1 emulates one)\n", why);
       ddp_finalize(&b.comm);
       return 2;
     }
-    APP_CHECK(ddp_stream_create(&b.comm, &b.stream));
+    APP_CHECK(ddp_stream_create(b.comm, &b.stream));
   }
-  APP_CHECK(ddp_comm_rank(&b.comm, &b.rank));
-  APP_CHECK(ddp_comm_size(&b.comm, &b.size));
+  APP_CHECK(ddp_comm_rank(b.comm, &b.rank));
+  APP_CHECK(ddp_comm_size(b.comm, &b.size));
   ddp_comm_info_t info;
-  APP_CHECK(ddp_comm_info(&b.comm, &info));
+  APP_CHECK(ddp_comm_info(b.comm, &info));
   app_blas_note(info.local_rank == 0, 0);
   openblas_set_num_threads(1);
   if (mlp_init(&b.m, b.sizes, b.nsizes, b.batch) != 0) {
@@ -566,7 +566,7 @@ int main(int argc, char **argv) {
     printf("# CPU %s; BLAS %s\n", cpu, blas);
     if (b.device_cuda) {
       char dev[128];
-      ddp_device_describe(&b.comm, dev, sizeof dev);
+      ddp_device_describe(b.comm, dev, sizeof dev);
       printf("# device buckets on %s: host compute, gradients copied H2D before grad_ready and D2H after finish\n", dev);
     }
     printf("# compute_ms: the same steps without communication; each measured iteration runs one compute-only step and one\n"
@@ -608,10 +608,10 @@ int main(int argc, char **argv) {
     }
   }
   for (size_t i = 0; i < 32; i++) {
-    if (b.dparam[i]) ddp_device_free(&b.comm, b.dparam[i]);
-    if (b.dgrad[i]) ddp_device_free(&b.comm, b.dgrad[i]);
+    if (b.dparam[i]) ddp_device_free(b.comm, b.dparam[i]);
+    if (b.dgrad[i]) ddp_device_free(b.comm, b.dgrad[i]);
   }
-  if (b.stream) ddp_stream_destroy(&b.comm, b.stream);
+  if (b.stream) ddp_stream_destroy(b.comm, &b.stream);
   int wrong = 0, step_wrong = 0;
   for (int k = 0; k < ncfg; k++) wrong |= res[k].wrong, step_wrong |= res[k].step_wrong;
   if (wrong && b.rank == 0) printf("# WRONG: parameters differ across ranks after a DDP run\n");

@@ -45,12 +45,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ddp_info: unknown argument '%s' (try --help)\n", argv[i]);
     return 2;
   }
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   APP_CHECK(ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm));
   ddp_comm_info_t info;
-  APP_CHECK(ddp_comm_info(&comm, &info));
+  APP_CHECK(ddp_comm_info(comm, &info));
   MPI_Comm world;
-  APP_CHECK(ddp_comm_mpi(&comm, DDP_COMM_WORLD, &world));
+  APP_CHECK(ddp_comm_mpi(comm, DDP_COMM_WORLD, &world));
 
   /* The GEMM rate with every rank computing at once: what a data-parallel step sees (ranks
    * sharing cores or memory bandwidth slow each other down). One BLAS thread per rank. */
@@ -107,7 +107,7 @@ int main(int argc, char **argv) {
       printf("   (%d ranks: per-rank table shown for up to 64)\n", info.size);
   }
   /* The library's own barrier: it exercises the collectives layer and its progress engine. */
-  ddp_status_t bst = ddp_barrier(&comm);
+  ddp_status_t bst = ddp_barrier(comm);
   if (bst != DDP_OK) {
     fprintf(stderr, "ddp_info: barrier failed: %s\n", ddp_last_error());
     return 1;

@@ -64,14 +64,14 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 /* Prints one rank's list (or its batches), one line each. */
-static int print_rank(const ddp_sampler_options_t *o, uint64_t epoch, uint64_t batch_size,
+static int print_rank(const ddp_sampler_opts_t *o, uint64_t epoch, uint64_t batch_size,
                       int drop_last_batch) {
   ddp_sampler_t *s = NULL;
   APP_CHECK(ddp_sampler_create(o, &s));
   ddp_status_t st = ddp_sampler_set_epoch(s, epoch);
   if (st != DDP_OK) {
     fprintf(stderr, "ddp_sampler: %s\n", ddp_last_error());
-    ddp_sampler_destroy(s);
+    ddp_sampler_destroy(&s);
     return 1;
   }
   size_t len = 0, count = 0;
@@ -79,7 +79,7 @@ static int print_rank(const ddp_sampler_options_t *o, uint64_t epoch, uint64_t b
   int64_t *idx = malloc((len > 0 ? len : 1) * sizeof(int64_t));
   if (idx == NULL) {
     fprintf(stderr, "ddp_sampler: no memory for %zu indices\n", len);
-    ddp_sampler_destroy(s);
+    ddp_sampler_destroy(&s);
     return 1;
   }
   APP_CHECK(ddp_sampler_indices(s, idx, len, &count));
@@ -94,7 +94,7 @@ static int print_rank(const ddp_sampler_options_t *o, uint64_t epoch, uint64_t b
     putchar('\n');
   }
   free(idx);
-  ddp_sampler_destroy(s);
+  ddp_sampler_destroy(&s);
   return 0;
 }
 
@@ -111,8 +111,8 @@ typedef struct bench_row {
 
 /* Median time of ddp_sampler_set_epoch over `reps` epochs. */
 static int bench_set_epoch(uint64_t n, int replicas, int reps, double *median_s) {
-  ddp_sampler_options_t o;
-  ddp_sampler_options_default(&o);
+  ddp_sampler_opts_t o;
+  ddp_sampler_opts_default(&o);
   o.dataset_size = n;
   o.num_replicas = replicas;
   o.rank = replicas - 1;
@@ -129,7 +129,7 @@ static int bench_set_epoch(uint64_t n, int replicas, int reps, double *median_s)
   qsort(t, (size_t)reps, sizeof(double), cmp_double);
   *median_s = t[reps / 2];
   free(t);
-  ddp_sampler_destroy(s);
+  ddp_sampler_destroy(&s);
   return 0;
 }
 
@@ -149,8 +149,8 @@ static void step_wait(double secs) {
 static int bench_loader(ddp_sampler_t *s, const ddp_dataset_t *ds, int depth,
                         double compute_per_batch, size_t max_batches, double *secs,
                         size_t *samples, double *stall) {
-  ddp_loader_options_t lo;
-  ddp_loader_options_default(&lo);
+  ddp_loader_opts_t lo;
+  ddp_loader_opts_default(&lo);
   lo.batch_size = 64;
   lo.prefetch_depth = depth;
   ddp_loader_t *l = NULL;
@@ -174,7 +174,7 @@ static int bench_loader(ddp_sampler_t *s, const ddp_dataset_t *ds, int depth,
   *samples = n;
   *stall = waited;
   (void)sink;
-  ddp_loader_destroy(l);
+  ddp_loader_destroy(&l);
   return 0;
 }
 
@@ -206,14 +206,14 @@ static int run_bench(const char *data_dir, double train_rate, const char *json_p
   ddp_status_t st = ddp_dataset_open_fmnist(data_dir, 1, &sets[0]);
   if (st != DDP_OK)
     printf("# Fashion-MNIST not loaded (%s): its rows are skipped\n", ddp_last_error());
-  ddp_synthetic_options_t so = {.count = 60000, .ndim = 2, .dims = {28, 28}, .classes = 10,
+  ddp_synthetic_opts_t so = {.count = 60000, .ndim = 2, .dims = {28, 28}, .classes = 10,
                                 .seed = 1};
   APP_CHECK(ddp_dataset_synthetic(&so, &sets[1]));
   double rate_d0[2] = {0.0, 0.0}, rate_d2[2] = {0.0, 0.0};
   for (int d = 0; d < 2; d++) {
     if (sets[d] == NULL) continue;
-    ddp_sampler_options_t o;
-    ddp_sampler_options_default(&o);
+    ddp_sampler_opts_t o;
+    ddp_sampler_opts_default(&o);
     o.dataset_size = 60000;
     o.seed = 7;
     ddp_sampler_t *s = NULL;
@@ -264,8 +264,8 @@ static int run_bench(const char *data_dir, double train_rate, const char *json_p
         snprintf(r->note, sizeof r->note, "200 batches in %.1f ms; stall %.1f%% of depth 0's",
                  total[dd][BENCH_REPS / 2] * 1e3, med0 > 0 ? 100.0 * med2 / med0 : 0.0);
     }
-    ddp_sampler_destroy(s);
-    ddp_dataset_destroy(sets[d]);
+    ddp_sampler_destroy(&s);
+    ddp_dataset_destroy(&sets[d]);
   }
   for (int i = 0; i < nrows; i++)
     printf("  %-44s %14.4g %-10s %s\n", rows[i].what, rows[i].value, rows[i].unit, rows[i].note);
@@ -299,8 +299,8 @@ static int run_bench(const char *data_dir, double train_rate, const char *json_p
 }
 
 int main(int argc, char **argv) {
-  ddp_sampler_options_t o;
-  ddp_sampler_options_default(&o);
+  ddp_sampler_opts_t o;
+  ddp_sampler_opts_default(&o);
   o.shuffle = 0; /* the flag turns it on */
   uint64_t size = 0, replicas = 1, rank = 0, epoch = 0, batch_size = 0;
   int have_size = 0, all_ranks = 0, drop_last_batch = 0, bench = 0, check = 0;

@@ -313,7 +313,7 @@ typedef struct ready_ctx {
   /* --device cuda: the host gradient is copied into its device bucket view on `stream`
    * first; the reducer orders the bucket's allreduce after the stream's work. */
   ddp_comm_t *comm;
-  ddp_stream_t stream;
+  ddp_stream_t *stream;
   float **host_grad;
   void **dev_grad;
   const size_t *count;
@@ -429,13 +429,13 @@ static const char *hook_name(ddp_hook_t h) {
 
 int main(int argc, char **argv) {
   app_blas_auto(argv); /* before MPI starts: may re-execute with a faster OpenBLAS kernel */
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   APP_CHECK(ddp_init(&argc, &argv, MPI_COMM_NULL, &comm));
   int rank = 0, size = 1;
-  APP_CHECK(ddp_comm_rank(&comm, &rank));
-  APP_CHECK(ddp_comm_size(&comm, &size));
+  APP_CHECK(ddp_comm_rank(comm, &rank));
+  APP_CHECK(ddp_comm_size(comm, &size));
   MPI_Comm world;
-  APP_CHECK(ddp_comm_mpi(&comm, DDP_COMM_WORLD, &world));
+  APP_CHECK(ddp_comm_mpi(comm, DDP_COMM_WORLD, &world));
 
   opts_t o;
   int pr = parse_args(argc, argv, &o, rank != 0);
@@ -447,11 +447,11 @@ int main(int argc, char **argv) {
   }
   if (pr == 0 && o.device) {
     /* Every rank needs a device; all of them learn whether one lacks it, and leave together. */
-    int have = ddp_device_available(&comm), all = 0;
+    int have = ddp_device_available(comm), all = 0;
     MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, world);
     if (!have) {
       char why[160];
-      ddp_device_describe(&comm, why, sizeof why);
+      ddp_device_describe(comm, why, sizeof why);
       fprintf(stderr, "ddp_train: --device cuda: no device on rank %d: %s (a GPU, or "
               "DDP_DEVICE_EMULATE=1 for the host emulation)\n", rank, why);
     }
@@ -463,7 +463,7 @@ int main(int argc, char **argv) {
     return pr < 0 ? 2 : 0;
   }
   ddp_comm_info_t cinfo;
-  APP_CHECK(ddp_comm_info(&comm, &cinfo));
+  APP_CHECK(ddp_comm_info(comm, &cinfo));
   app_blas_note(cinfo.local_rank == 0, 1); /* before the header: rank 0 prints first */
   openblas_set_num_threads(o.threads);
 
@@ -534,8 +534,8 @@ int main(int argc, char **argv) {
     if (hdr[0] < 0) {
       free(buf);
       tm_free(&m);
-      ddp_dataset_destroy(train);
-      ddp_dataset_destroy(test);
+      ddp_dataset_destroy(&train);
+      ddp_dataset_destroy(&test);
       free(mom_block), free(flat_grad), free(xbuf), free(ybuf), free(grad64), free(lane_x), free(lane_y);
       ddp_finalize(&comm);
       return 3;
@@ -568,8 +568,8 @@ int main(int argc, char **argv) {
   }
 
   /* ---- data: PyTorch-identical DistributedSampler + prefetching loader ---- */
-  ddp_sampler_options_t so;
-  ddp_sampler_options_default(&so);
+  ddp_sampler_opts_t so;
+  ddp_sampler_opts_default(&so);
   so.dataset_size = tri.count;
   so.num_replicas = size;
   so.rank = rank;
@@ -577,15 +577,15 @@ int main(int argc, char **argv) {
   so.seed = o.seed;
   ddp_sampler_t *sampler = NULL;
   APP_CHECK(ddp_sampler_create(&so, &sampler));
-  ddp_loader_options_t lo;
-  ddp_loader_options_default(&lo);
+  ddp_loader_opts_t lo;
+  ddp_loader_opts_default(&lo);
   lo.batch_size = (size_t)o.batch;
   ddp_loader_t *loader = NULL;
   APP_CHECK(ddp_loader_create(sampler, train, &lo, &loader));
   size_t nb = 0;
   APP_CHECK(ddp_loader_num_batches(loader, &nb));
   uint64_t steps_min = 0, steps_max = 0;
-  APP_CHECK(ddp_sampler_agree_steps(&comm, nb, &steps_min, &steps_max));
+  APP_CHECK(ddp_sampler_agree_steps(comm, nb, &steps_min, &steps_max));
   uint64_t steps = steps_min;
   if (o.limit_steps && (uint64_t)o.limit_steps < steps) steps = (uint64_t)o.limit_steps;
   uint64_t total_steps = steps * (uint64_t)o.epochs;
@@ -607,21 +607,21 @@ int main(int argc, char **argv) {
     params[i] = (ddp_param_t){.data = m.param[i], .count = m.count[i], .dtype = DDP_F32,
                               .mem = DDP_MEM_HOST, .name = m.pname[i], .grad = NULL};
   ddp_reducer_stats_t rs = {0};
-  ddp_stream_t stream = NULL;
+  ddp_stream_t *stream = NULL;
   void *dev_param[TM_MAX_PARAMS] = {0}, *dev_grad[TM_MAX_PARAMS] = {0};
   float *host_grad[TM_MAX_PARAMS] = {0};
   char devdesc[160] = "host";
   if (o.device) {
-    APP_CHECK(ddp_device_describe(&comm, devdesc, sizeof devdesc));
-    APP_CHECK(ddp_stream_create(&comm, &stream));
+    APP_CHECK(ddp_device_describe(comm, devdesc, sizeof devdesc));
+    APP_CHECK(ddp_stream_create(comm, &stream));
     for (size_t i = 0, off = 0; i < m.nparams; off += m.count[i], i++) {
       host_grad[i] = flat_grad + off;
-      APP_CHECK(ddp_device_malloc(&comm, m.count[i] * sizeof(float), &dev_param[i]));
-      APP_CHECK(ddp_memcpy_async(&comm, dev_param[i], m.param[i], m.count[i] * sizeof(float), stream));
+      APP_CHECK(ddp_device_malloc(comm, m.count[i] * sizeof(float), &dev_param[i]));
+      APP_CHECK(ddp_memcpy_async(comm, dev_param[i], m.param[i], m.count[i] * sizeof(float), stream));
       params[i].data = dev_param[i];
       params[i].mem = DDP_MEM_CUDA;
     }
-    APP_CHECK(ddp_stream_synchronize(&comm, stream));
+    APP_CHECK(ddp_stream_synchronize(comm, stream));
   }
   if (o.sync == SYNC_REDUCER) {
     ddp_reducer_opts_t ro;
@@ -632,13 +632,13 @@ int main(int argc, char **argv) {
     ro.hook = o.hook;
     ro.algo = o.algo;
     ro.stream = stream;
-    APP_CHECK(ddp_reducer_create(&comm, params, m.nparams, &ro, &reducer));
+    APP_CHECK(ddp_reducer_create(comm, params, m.nparams, &ro, &reducer));
     APP_CHECK(ddp_reducer_stats(reducer, &rs));
     if (o.device) {
       /* The reducer broadcast rank 0's parameters on the device: take them back. */
       for (size_t i = 0; i < m.nparams; i++)
-        APP_CHECK(ddp_memcpy_async(&comm, m.param[i], dev_param[i], m.count[i] * sizeof(float), stream));
-      APP_CHECK(ddp_stream_synchronize(&comm, stream));
+        APP_CHECK(ddp_memcpy_async(comm, m.param[i], dev_param[i], m.count[i] * sizeof(float), stream));
+      APP_CHECK(ddp_stream_synchronize(comm, stream));
     }
   } else {
     /* Same starting point on every rank, as the reducer's creation guarantees. */
@@ -654,7 +654,7 @@ int main(int argc, char **argv) {
 #if DDP_TRAIN_GPU
   tg_model_t *tg = NULL;
   int *dev_flag = NULL;
-  if (o.device && reducer && ddp_device_kind(&comm) == DDP_TRAIN_GPU_KIND) {
+  if (o.device && reducer && ddp_device_kind(comm) == DDP_TRAIN_GPU_KIND) {
     int sizes[TM_MAX_LAYERS + 1], relu[TM_MAX_LAYERS], dense = m.nlayers <= TG_MAX_LAYERS;
     for (int l = 0; l < m.nlayers && dense; l++) {
       dense = m.layer[l].kind == TM_DENSE && m.layer[l].wi == 2 * l;
@@ -671,7 +671,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ddp_train: rank %d: cannot set up the model on the GPU: %s\n", rank, err);
         MPI_Abort(MPI_COMM_WORLD, 1);
       }
-      APP_CHECK(ddp_device_malloc(&comm, sizeof(int), (void **)&dev_flag));
+      APP_CHECK(ddp_device_malloc(comm, sizeof(int), (void **)&dev_flag));
       gpu_math = 1;
       gpu_note = tg_describe(tg);
     }
@@ -736,7 +736,7 @@ int main(int argc, char **argv) {
     fflush(stdout);
   }
 
-  ready_ctx_t rctx = {.reducer = reducer, .st = DDP_OK, .comm = &comm, .stream = stream,
+  ready_ctx_t rctx = {.reducer = reducer, .st = DDP_OK, .comm = comm, .stream = stream,
                       .host_grad = host_grad, .dev_grad = o.device && !gpu_math ? dev_grad : NULL,
                       .count = m.count};
   double acc = 0.0, run_t0 = train_now();
@@ -758,7 +758,7 @@ int main(int argc, char **argv) {
       lr = train_lr(o.lr, global_step, warmup, total_steps);
 #if DDP_TRAIN_GPU
       if (gpu_math) {
-        if (gpu_step(tg, &comm, reducer, &rctx, &m, &b, &o, &scaler, dev_flag, (float)lr, &loss))
+        if (gpu_step(tg, comm, reducer, &rctx, &m, &b, &o, &scaler, dev_flag, (float)lr, &loss))
           return 1;
       } else
 #endif
@@ -791,7 +791,7 @@ int main(int argc, char **argv) {
           }
           loss /= (double)b.count;
           grad64[m.total] = (double)b.count;
-          APP_CHECK(ddp_allreduce(&comm, DDP_IN_PLACE, grad64, m.total + 1, DDP_F64, DDP_SUM, NULL));
+          APP_CHECK(ddp_allreduce(comm, DDP_IN_PLACE, grad64, m.total + 1, DDP_F64, DDP_SUM, NULL));
           for (size_t e = 0; e < m.total; e++) flat_grad[e] = (float)(grad64[e] / grad64[m.total]);
         } else {
           loss = tm_forward(&m, b.x, b.y, (int)b.count);
@@ -806,9 +806,9 @@ int main(int argc, char **argv) {
           if (o.device) {
             for (size_t i = 0; i < m.nparams; i++) {
               APP_CHECK(ddp_reducer_grad(reducer, i, &dev_grad[i]));
-              APP_CHECK(ddp_memcpy_async(&comm, host_grad[i], dev_grad[i], m.count[i] * sizeof(float), stream));
+              APP_CHECK(ddp_memcpy_async(comm, host_grad[i], dev_grad[i], m.count[i] * sizeof(float), stream));
             }
-            APP_CHECK(ddp_stream_synchronize(&comm, stream));
+            APP_CHECK(ddp_stream_synchronize(comm, stream));
           } else {
             for (size_t i = 0; i < m.nparams; i++) APP_CHECK(ddp_reducer_grad(reducer, i, (void **)&m.grad[i]));
           }
@@ -928,16 +928,16 @@ int main(int argc, char **argv) {
   if (steplog) fclose(steplog);
 #if DDP_TRAIN_GPU
   tg_destroy(tg);
-  if (dev_flag) APP_CHECK(ddp_device_free(&comm, dev_flag));
+  if (dev_flag) APP_CHECK(ddp_device_free(comm, dev_flag));
 #endif
-  if (reducer) APP_CHECK(ddp_reducer_destroy(reducer));
+  if (reducer) APP_CHECK(ddp_reducer_destroy(&reducer));
   for (size_t i = 0; i < m.nparams; i++)
-    if (dev_param[i]) APP_CHECK(ddp_device_free(&comm, dev_param[i]));
-  if (stream) APP_CHECK(ddp_stream_destroy(&comm, stream));
-  ddp_loader_destroy(loader);
-  ddp_sampler_destroy(sampler);
-  ddp_dataset_destroy(train);
-  ddp_dataset_destroy(test);
+    if (dev_param[i]) APP_CHECK(ddp_device_free(comm, dev_param[i]));
+  if (stream) APP_CHECK(ddp_stream_destroy(comm, &stream));
+  ddp_loader_destroy(&loader);
+  ddp_sampler_destroy(&sampler);
+  ddp_dataset_destroy(&train);
+  ddp_dataset_destroy(&test);
   tm_free(&m);
   free(mom_block);
   free(flat_grad);

@@ -123,10 +123,10 @@ static const ddp__comm_layer_t comm_layers[] = {
 };
 #define NLAYERS ((int)(sizeof comm_layers / sizeof comm_layers[0]))
 
-ddp_status_t ddp_comm_create(MPI_Comm base, ddp_comm_t *comm) {
-  return ddp__comm_create(base, comm, comm_layers, NLAYERS);
+ddp_status_t ddp_comm_create(MPI_Comm base, ddp_comm_t **out) {
+  return ddp__comm_create(base, out, comm_layers, NLAYERS);
 }
 
-ddp_status_t ddp_init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t *comm) {
-  return ddp__init(argc, argv, base, comm, comm_layers, NLAYERS);
+ddp_status_t ddp_init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t **out) {
+  return ddp__init(argc, argv, base, out, comm_layers, NLAYERS);
 }

@@ -83,7 +83,7 @@ ddp_status_t ddp__devcoll_spin(ddp__devcoll_t *dc, const char *what, const char 
 
 typedef struct {
   ddp__device_t *d;
-  ddp_event_t ev;
+  ddp_event_t *ev;
 } event_arg_t;
 
 static ddp_status_t event_done(void *arg, int *done) {
@@ -91,7 +91,7 @@ static ddp_status_t event_done(void *arg, int *done) {
   return a->d->impl->event_query(a->d, a->ev, done);
 }
 
-ddp_status_t ddp__devcoll_wait(ddp__devcoll_t *dc, ddp_event_t ev, const char *what) {
+ddp_status_t ddp__devcoll_wait(ddp__devcoll_t *dc, ddp_event_t *ev, const char *what) {
   event_arg_t a = {dc->d, ev};
   return ddp__devcoll_spin(dc, what, "device-event", event_done, &a);
 }
@@ -236,13 +236,13 @@ static ddp_status_t barrier_host(ddp__comm_t *c, struct ddp__coll *cs) {
 }
 
 static ddp_status_t device_run(ddp__comm_t *c, struct ddp__coll *cs, const ddp__dev_call_t *call,
-                               ddp__transport_t t, ddp_stream_t stream) {
+                               ddp__transport_t t, ddp_stream_t *stream) {
   ddp__device_t *d = c->dev;
   ddp__devcoll_t *dc = NULL;
   DDP_TRY(ddp__devcoll_get(c, &dc));
   /* Everything the caller queued on its stream before posting this call comes first: the
    * input event was recorded then (ddp__coll_device_post), not now. */
-  ddp_event_t ev_in = call->ev_in;
+  ddp_event_t *ev_in = call->ev_in;
   if (!ev_in) return ddp__error(DDP_EINTERNAL, "device collective without an input event");
   if (call->kind == DDP__COLL_BARRIER) {
     DDP_TRY(ddp__devcoll_wait(dc, ev_in, "barrier: caller's stream"));
@@ -288,7 +288,7 @@ ddp_status_t ddp__coll_device_post(ddp__comm_t *c, ddp__coll_kind_t kind, void *
   if (!d) return no_device(c, kind);
   DDP_TRY(d->impl->bind(d));
   DDP_TRY(d->impl->check_stream(d, stream, "opts->stream"));
-  ddp_event_t ev = NULL;
+  ddp_event_t *ev = NULL;
   DDP_TRY(ddp__device_event_get(d, &ev));
   ddp_status_t st = d->impl->event_record(d, ev, stream);
   if (st != DDP_OK) {
@@ -313,7 +313,7 @@ ddp_status_t ddp__coll_device_run(ddp__comm_t *c, struct ddp__coll *cs,
   if (!d) return no_device(c, call->kind);
   ddp__transport_t t = DDP__TRANSPORT_AUTO;
   DDP_TRY(ddp__device_pick_transport(c, NULL, &t));
-  ddp_stream_t stream = call->opts ? call->opts->stream : NULL;
+  ddp_stream_t *stream = call->opts ? call->opts->stream : NULL;
   DDP_TRY(d->impl->check_stream(d, stream, "opts->stream"));
   size_t es = call->kind == DDP__COLL_BARRIER ? 1 : ddp_dtype_size(call->dtype);
   size_t n = call->count, size = (size_t)c->size;

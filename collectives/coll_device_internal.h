@@ -15,9 +15,9 @@ typedef struct ddp__devcoll {
   ddp__comm_t *c;
   /* Two streams so the copy to the host of chunk k+1 and the copy back of chunk k can run at
    * the same time (separate copy engines); s_h2d is also the CUDA-aware transport's stream. */
-  ddp_stream_t s_d2h, s_h2d;
-  ddp_event_t ev_done; /* recorded after our last write: the caller's stream waits on it */
-  ddp_event_t ev_d2h[DDP__STAGE_MAX], ev_h2d[DDP__STAGE_MAX];
+  ddp_stream_t *s_d2h, *s_h2d;
+  ddp_event_t *ev_done; /* recorded after our last write: the caller's stream waits on it */
+  ddp_event_t *ev_d2h[DDP__STAGE_MAX], *ev_h2d[DDP__STAGE_MAX];
   void *stage[DDP__STAGE_MAX]; /* pinned, stage_bytes each */
   size_t stage_bytes;
   void *hbuf; /* pinned, for the non-pipelined staged allgather */
@@ -36,7 +36,7 @@ DDP_HIDDEN extern const ddp__xport_t ddp__xport_cuda;
 /* Waits on the host for `ev` under the DDP_TIMEOUT_S watchdog (answering stall probes while it
  * waits), instead of blocking in cudaEventSynchronize where a stuck caller's stream would hang
  * the job silently. `what` names the wait in a timeout report. */
-DDP_HIDDEN ddp_status_t ddp__devcoll_wait(ddp__devcoll_t *dc, ddp_event_t ev, const char *what);
+DDP_HIDDEN ddp_status_t ddp__devcoll_wait(ddp__devcoll_t *dc, ddp_event_t *ev, const char *what);
 /* The loop behind it: calls test(arg, &done) until done (or an error from test), yielding and
  * then sleeping 20 us between calls, under the same watchdog; `algo` names it in a report. */
 DDP_HIDDEN ddp_status_t ddp__devcoll_spin(ddp__devcoll_t *dc, const char *what, const char *algo,
@@ -75,7 +75,7 @@ DDP_HIDDEN ddp_status_t ddp__staged_run(ddp__devcoll_t *dc, const ddp__dev_call_
 /* NCCL runs on dc->s_h2d after call->ev_in, and the caller's `stream` waits for it; returns
  * when it has finished (watched for NCCL's asynchronous errors and by the watchdog). */
 DDP_HIDDEN ddp_status_t ddp__nccl_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call,
-                                      ddp_stream_t stream);
+                                      ddp_stream_t *stream);
 DDP_HIDDEN void ddp__nccl_free(ddp__devcoll_t *dc);
 
 #endif /* DDP_COLL_DEVICE_INTERNAL_H */

@@ -248,7 +248,7 @@ typedef struct ddp__dev_call {
   ddp_op_t op;
   int root;
   const ddp_coll_opts_t *opts; /* algo, stream, tag */
-  void *ev_in; /* ddp_event_t recorded on the caller's stream when the call was posted */
+  void *ev_in; /* ddp_event_t *recorded on the caller's stream when the call was posted */
 } ddp__dev_call_t;
 
 /* At post time, on the caller's thread: checks that the communicator has a device and that

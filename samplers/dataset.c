@@ -297,7 +297,17 @@ static uint64_t splitmix64(uint64_t *x) {
   return z ^ (z >> 31);
 }
 
-ddp_status_t ddp_dataset_synthetic(const ddp_synthetic_options_t *opt, ddp_dataset_t **out) {
+ddp_status_t ddp_synthetic_opts_default(ddp_synthetic_opts_t *opt) {
+  DDP_CHECK_ARG(opt != NULL, "opt is NULL");
+  memset(opt, 0, sizeof *opt);
+  opt->count = 1000;
+  opt->ndim = 1;
+  opt->dims[0] = 1;
+  opt->classes = 10;
+  return DDP_OK;
+}
+
+ddp_status_t ddp_dataset_synthetic(const ddp_synthetic_opts_t *opt, ddp_dataset_t **out) {
   DDP_CHECK_ARG(opt != NULL, "opt is NULL");
   DDP_CHECK_ARG(out != NULL, "out is NULL");
   DDP_CHECK_ARG(opt->count >= 1, "count %llu must be >= 1", (unsigned long long)opt->count);
@@ -326,11 +336,14 @@ ddp_status_t ddp_dataset_synthetic(const ddp_synthetic_options_t *opt, ddp_datas
 
 /* ---- common --------------------------------------------------------------------------- */
 
-void ddp_dataset_destroy(ddp_dataset_t *ds) {
-  if (ds == NULL) return;
-  free(ds->images);
-  free(ds->labels);
-  free(ds);
+ddp_status_t ddp_dataset_destroy(ddp_dataset_t **ds) {
+  if (ds != NULL && *ds != NULL) {
+    free((*ds)->images);
+    free((*ds)->labels);
+    free(*ds);
+    *ds = NULL;
+  }
+  return DDP_OK;
 }
 
 ddp_status_t ddp_dataset_info(const ddp_dataset_t *ds, ddp_dataset_info_t *info) {

@@ -27,26 +27,26 @@ extern "C" {
  * loader's prefetch thread runs). */
 typedef struct ddp_sampler ddp_sampler_t;
 
-typedef struct ddp_sampler_options {
+typedef struct ddp_sampler_opts {
   uint64_t dataset_size; /* samples in the dataset (0 allowed: every list is empty) */
   int num_replicas;      /* R >= 1, usually ddp_comm_size() */
   int rank;              /* 0 <= rank < R, usually ddp_comm_rank() */
   int shuffle;           /* 0/1; PyTorch's default is 1 */
   uint64_t seed;         /* PyTorch's default is 0 */
   int drop_last;         /* 0/1: truncate (1) or pad by wrapping around (0, default) */
-} ddp_sampler_options_t;
+} ddp_sampler_opts_t;
 
 /* Fills PyTorch's defaults: dataset_size 0, num_replicas 1, rank 0, shuffle 1, seed 0,
- * drop_last 0. Returns opt for chaining; NULL is ignored. */
-DDP_API ddp_sampler_options_t *ddp_sampler_options_default(ddp_sampler_options_t *opt);
+ * drop_last 0. DDP_EINVAL when opt is NULL. */
+DDP_API ddp_status_t ddp_sampler_opts_default(ddp_sampler_opts_t *opt);
 
 /* Creates a sampler at epoch 0 (the rank's index list is computed now, and again at each
  * ddp_sampler_set_epoch). DDP_EINVAL names the bad field (num_replicas < 1, rank out of
  * range, dataset larger than 2^62); DDP_ENOMEM if the permutation does not fit in memory.
  * *out is set only on success. */
-DDP_API ddp_status_t ddp_sampler_create(const ddp_sampler_options_t *opt, ddp_sampler_t **out);
-/* Frees the sampler; NULL is a no-op. */
-DDP_API void ddp_sampler_destroy(ddp_sampler_t *s);
+DDP_API ddp_status_t ddp_sampler_create(const ddp_sampler_opts_t *opt, ddp_sampler_t **out);
+/* Frees the sampler and sets *s = NULL; s == NULL or *s == NULL is a no-op. */
+DDP_API ddp_status_t ddp_sampler_destroy(ddp_sampler_t **s);
 
 /* Same as DistributedSampler.set_epoch: the shuffle uses seed + epoch. Recomputes the rank's
  * index list (for 60,000 samples this takes well under a millisecond). DDP_EINVAL (epoch
@@ -136,19 +136,21 @@ DDP_API ddp_status_t ddp_dataset_open_fmnist(const char *dir, int train, ddp_dat
 /* Synthetic, seeded dataset for benchmarks: nothing is stored, each sample is computed on
  * demand from (seed, index), so any size costs no memory and every rank sees the same data.
  * Values are uniform in [-1, 1); label = a hash of (seed, index) modulo classes. */
-typedef struct ddp_synthetic_options {
+typedef struct ddp_synthetic_opts {
   uint64_t count;                    /* samples, >= 1 */
   int ndim;                          /* 1..DDP_DATASET_MAX_DIMS */
   size_t dims[DDP_DATASET_MAX_DIMS]; /* per-sample shape, each >= 1 */
   int classes;                       /* >= 1 */
   uint64_t seed;
-} ddp_synthetic_options_t;
-DDP_API ddp_status_t ddp_dataset_synthetic(const ddp_synthetic_options_t *opt,
+} ddp_synthetic_opts_t;
+/* Defaults: 1000 samples of shape {1}, 10 classes, seed 0. DDP_EINVAL when opt is NULL. */
+DDP_API ddp_status_t ddp_synthetic_opts_default(ddp_synthetic_opts_t *opt);
+DDP_API ddp_status_t ddp_dataset_synthetic(const ddp_synthetic_opts_t *opt,
                                            ddp_dataset_t **out);
 
-/* Frees the dataset; NULL is a no-op. Destroying a dataset that a live loader uses is the
- * caller's error (destroy the loader first). */
-DDP_API void ddp_dataset_destroy(ddp_dataset_t *ds);
+/* Frees the dataset and sets *ds = NULL; NULL / *ds == NULL is a no-op. Destroying a
+ * dataset that a live loader uses is the caller's error (destroy the loader first). */
+DDP_API ddp_status_t ddp_dataset_destroy(ddp_dataset_t **ds);
 DDP_API ddp_status_t ddp_dataset_info(const ddp_dataset_t *ds, ddp_dataset_info_t *info);
 /* Reads sample `index` into x[0 .. sample_elems-1] (x_count must be >= sample_elems) and its
  * label into *label (label may be NULL). DDP_EINVAL (nothing written) for index >= count. */
@@ -165,15 +167,15 @@ DDP_API ddp_status_t ddp_dataset_get(const ddp_dataset_t *ds, uint64_t index, fl
  * dataset). Use a loader from one thread. */
 typedef struct ddp_loader ddp_loader_t;
 
-typedef struct ddp_loader_options {
+typedef struct ddp_loader_opts {
   size_t batch_size;   /* >= 1 (default 64) */
   int drop_last_batch; /* 0/1: skip the final short batch (default 0) */
   int prefetch_depth;  /* batches prepared ahead by a background thread, 0 = no thread
                           (batches are made inside ddp_loader_next); default 2, at most 64 */
-} ddp_loader_options_t;
+} ddp_loader_opts_t;
 
 /* Defaults: batch_size 64, drop_last_batch 0, prefetch_depth 2. Returns opt; NULL ignored. */
-DDP_API ddp_loader_options_t *ddp_loader_options_default(ddp_loader_options_t *opt);
+DDP_API ddp_status_t ddp_loader_opts_default(ddp_loader_opts_t *opt);
 
 /* One batch. The pointers belong to the loader and stay valid until the next call to
  * ddp_loader_next, ddp_loader_start_epoch or ddp_loader_destroy. */
@@ -191,10 +193,10 @@ typedef struct ddp_batch {
  * sampler's dataset_size must equal the dataset's count, DDP_EINVAL otherwise). No thread
  * runs until ddp_loader_start_epoch. */
 DDP_API ddp_status_t ddp_loader_create(ddp_sampler_t *sampler, const ddp_dataset_t *ds,
-                                       const ddp_loader_options_t *opt, ddp_loader_t **out);
+                                       const ddp_loader_opts_t *opt, ddp_loader_t **out);
 /* Stops the prefetch thread (also mid-epoch: batches not yet consumed are discarded) and
- * frees the loader; NULL is a no-op. */
-DDP_API void ddp_loader_destroy(ddp_loader_t *l);
+ * frees the loader, setting *l = NULL; NULL / *l == NULL is a no-op. */
+DDP_API ddp_status_t ddp_loader_destroy(ddp_loader_t **l);
 
 /* Starts epoch `epoch`: calls ddp_sampler_set_epoch(sampler, epoch), takes a copy of the
  * rank's indices, and (prefetch_depth > 0) starts preparing batches. May be called at any

@@ -18,7 +18,7 @@ typedef struct slot {
 struct ddp_loader {
   ddp_sampler_t *sampler;
   const ddp_dataset_t *ds;
-  ddp_loader_options_t opt;
+  ddp_loader_opts_t opt;
   size_t elems;
   int nslots; /* depth + 1: the batch the caller holds plus `depth` ahead */
   slot_t *slots;
@@ -40,13 +40,13 @@ struct ddp_loader {
   size_t taken, filled;
 };
 
-ddp_loader_options_t *ddp_loader_options_default(ddp_loader_options_t *opt) {
-  if (opt == NULL) return NULL;
+ddp_status_t ddp_loader_opts_default(ddp_loader_opts_t *opt) {
+  DDP_CHECK_ARG(opt != NULL, "opt is NULL");
   memset(opt, 0, sizeof(*opt));
   opt->batch_size = 64;
   opt->drop_last_batch = 0;
   opt->prefetch_depth = 2;
-  return opt;
+  return DDP_OK;
 }
 
 static void fill_slot(ddp_loader_t *l, size_t batch, slot_t *s) {
@@ -90,7 +90,7 @@ static void stop_thread(ddp_loader_t *l) {
   l->stop = 0;
 }
 
-void ddp_loader_destroy(ddp_loader_t *l) {
+static void loader_free(ddp_loader_t *l) {
   if (l == NULL) return;
   stop_thread(l);
   if (l->slots) {
@@ -107,8 +107,16 @@ void ddp_loader_destroy(ddp_loader_t *l) {
   free(l);
 }
 
+ddp_status_t ddp_loader_destroy(ddp_loader_t **l) {
+  if (l != NULL) {
+    loader_free(*l);
+    *l = NULL;
+  }
+  return DDP_OK;
+}
+
 ddp_status_t ddp_loader_create(ddp_sampler_t *sampler, const ddp_dataset_t *ds,
-                               const ddp_loader_options_t *opt, ddp_loader_t **out) {
+                               const ddp_loader_opts_t *opt, ddp_loader_t **out) {
   DDP_CHECK_ARG(sampler != NULL, "sampler is NULL");
   DDP_CHECK_ARG(ds != NULL, "ds is NULL");
   DDP_CHECK_ARG(opt != NULL, "opt is NULL");
@@ -156,7 +164,7 @@ ddp_status_t ddp_loader_create(ddp_sampler_t *sampler, const ddp_dataset_t *ds,
     ok = s->x && s->y && s->idx;
   }
   if (!ok) {
-    ddp_loader_destroy(l);
+    loader_free(l);
     return ddp__error(DDP_ENOMEM, "loader: no memory for %d batches of %zu x %zu f32",
                       opt->prefetch_depth + 1, opt->batch_size, info.sample_elems);
   }

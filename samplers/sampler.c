@@ -8,7 +8,7 @@
 #define SAMPLER_MAX_SIZE (UINT64_C(1) << 62)
 
 struct ddp_sampler {
-  ddp_sampler_options_t opt;
+  ddp_sampler_opts_t opt;
   uint64_t epoch;
   size_t num_samples; /* this rank's length */
   size_t total_size;  /* num_samples * num_replicas */
@@ -20,19 +20,27 @@ struct ddp_sampler {
   int64_t *perm64;
 };
 
-ddp_sampler_options_t *ddp_sampler_options_default(ddp_sampler_options_t *opt) {
-  if (opt == NULL) return NULL;
+ddp_status_t ddp_sampler_opts_default(ddp_sampler_opts_t *opt) {
+  DDP_CHECK_ARG(opt != NULL, "opt is NULL");
   memset(opt, 0, sizeof(*opt));
   opt->num_replicas = 1;
   opt->rank = 0;
   opt->shuffle = 1;
   opt->seed = 0;
   opt->drop_last = 0;
-  return opt;
+  return DDP_OK;
 }
 
 /* Fills s->indices for s->epoch. The global list is order[i % n] for i < total_size (this
  * covers both truncation and PyTorch's wrap-around padding), rank r takes i = r + k*R. */
+static void sampler_free(ddp_sampler_t *s) {
+  if (s == NULL) return;
+  free(s->indices);
+  free(s->perm32);
+  free(s->perm64);
+  free(s);
+}
+
 static void sampler_fill(ddp_sampler_t *s) {
   const uint64_t n = s->opt.dataset_size;
   const uint64_t R = (uint64_t)s->opt.num_replicas;
@@ -51,7 +59,7 @@ static void sampler_fill(ddp_sampler_t *s) {
   }
 }
 
-ddp_status_t ddp_sampler_create(const ddp_sampler_options_t *opt, ddp_sampler_t **out) {
+ddp_status_t ddp_sampler_create(const ddp_sampler_opts_t *opt, ddp_sampler_t **out) {
   DDP_CHECK_ARG(opt != NULL, "opt is NULL");
   DDP_CHECK_ARG(out != NULL, "out is NULL");
   DDP_CHECK_ARG(opt->num_replicas >= 1, "num_replicas %d must be >= 1", opt->num_replicas);
@@ -84,7 +92,7 @@ ddp_status_t ddp_sampler_create(const ddp_sampler_options_t *opt, ddp_sampler_t 
       else s->perm64 = malloc((size_t)n * sizeof(int64_t));
     }
     if (s->indices == NULL || (opt->shuffle && s->perm32 == NULL && s->perm64 == NULL)) {
-      ddp_sampler_destroy(s);
+      sampler_free(s);
       return ddp__error(DDP_ENOMEM, "sampler: no memory for the index lists of %llu samples",
                         (unsigned long long)n);
     }
@@ -94,12 +102,12 @@ ddp_status_t ddp_sampler_create(const ddp_sampler_options_t *opt, ddp_sampler_t 
   return DDP_OK;
 }
 
-void ddp_sampler_destroy(ddp_sampler_t *s) {
-  if (s == NULL) return;
-  free(s->indices);
-  free(s->perm32);
-  free(s->perm64);
-  free(s);
+ddp_status_t ddp_sampler_destroy(ddp_sampler_t **s) {
+  if (s != NULL) {
+    sampler_free(*s);
+    *s = NULL;
+  }
+  return DDP_OK;
 }
 
 ddp_status_t ddp_sampler_set_epoch(ddp_sampler_t *s, uint64_t epoch) {

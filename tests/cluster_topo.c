@@ -32,13 +32,13 @@ static void check_auto(ddp_comm_t *comm, float *sbuf, float *rbuf, size_t count,
 }
 
 int main(int argc, char **argv) {
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   if (ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm) != DDP_OK) {
     fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
     return 1;
   }
   ddp_comm_info_t info;
-  CHECK_OK(ddp_comm_info(&comm, &info));
+  CHECK_OK(ddp_comm_info(comm, &info));
   int want_np = argc > 1 ? atoi(argv[1]) : -1, want_hosts = argc > 2 ? atoi(argv[2]) : -1;
   CHECK(info.size == want_np, "world size %d, asked for %d", info.size, want_np);
 
@@ -81,25 +81,25 @@ int main(int argc, char **argv) {
   }
   float *s = malloc(maxn * sizeof *s), *r = malloc(maxn * sizeof *r);
   void *ps = NULL, *pr = NULL;
-  CHECK_OK(ddp_alloc(&comm, maxn * sizeof(float), &ps));
-  CHECK_OK(ddp_alloc(&comm, maxn * sizeof(float), &pr));
+  CHECK_OK(ddp_alloc(comm, maxn * sizeof(float), &ps));
+  CHECK_OK(ddp_alloc(comm, maxn * sizeof(float), &pr));
   if (!s || !r || !ps || !pr) return 1;
   for (int i = 3; i < argc; i++) {
     const char *eq = strchr(argv[i], '=');
     size_t n = parse_bytes(argv[i]) / sizeof(float);
     const char *chosen = NULL;
-    CHECK_OK(ddp_allreduce_choice(&comm, s, n, DDP_F32, NULL, &chosen));
+    CHECK_OK(ddp_allreduce_choice(comm, s, n, DDP_F32, NULL, &chosen));
     CHECK(eq && chosen && !strcmp(chosen, eq + 1), "%s: auto picks %s", argv[i], chosen ? chosen : "?");
     char what[96];
     snprintf(what, sizeof what, "auto=%s %zu B malloc", chosen ? chosen : "?", n * sizeof(float));
-    check_auto(&comm, s, r, n, 0, info.rank, info.size, what);
+    check_auto(comm, s, r, n, 0, info.rank, info.size, what);
     snprintf(what, sizeof what, "auto=%s %zu B ddp_alloc in place", chosen ? chosen : "?",
              n * sizeof(float));
-    check_auto(&comm, ps, pr, n, 1, info.rank, info.size, what);
+    check_auto(comm, ps, pr, n, 1, info.rank, info.size, what);
     if (info.rank == 0) printf("cluster_topo: %zu bytes: auto runs %s\n", n * sizeof(float), chosen);
   }
-  CHECK_OK(ddp_free(&comm, ps));
-  CHECK_OK(ddp_free(&comm, pr));
+  CHECK_OK(ddp_free(comm, ps));
+  CHECK_OK(ddp_free(comm, pr));
   free(s), free(r), free(names), free(node);
   int rc = ddp_test_finish("cluster_topo");
   CHECK_OK(ddp_finalize(&comm));

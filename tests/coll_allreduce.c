@@ -42,14 +42,14 @@ static void run_case(ddp_comm_t *comm, const char *algo, ddp_dtype_t dt, ddp_op_
 }
 
 int main(int argc, char **argv) {
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   ddp_status_t st = ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm);
   if (st != DDP_OK) {
     fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
     return 1;
   }
-  ddp_comm_rank(&comm, &rank_);
-  ddp_comm_size(&comm, &size_);
+  ddp_comm_rank(comm, &rank_);
+  ddp_comm_size(comm, &size_);
   const char *algos = argc > 1 ? argv[1] : "all";
   /* big: adds counts 1000003 and 4M on f32 sum/avg; full: every dtype and op at every count. */
   int full = argc > 2 && !strcmp(argv[2], "full");
@@ -65,8 +65,8 @@ int main(int argc, char **argv) {
   void *sbuf = NULL, *rbuf = NULL;
   void *pool_s = NULL, *pool_r = NULL;
   if (pool) {
-    CHECK_OK(ddp_alloc(&comm, bytes, &pool_s));
-    CHECK_OK(ddp_alloc(&comm, bytes, &pool_r));
+    CHECK_OK(ddp_alloc(comm, bytes, &pool_s));
+    CHECK_OK(ddp_alloc(comm, bytes, &pool_r));
   }
   if (pool && !(mixed && rank_ % 2)) {
     sbuf = pool_s;
@@ -91,7 +91,7 @@ int main(int argc, char **argv) {
     ddp_coll_opts_default(&o);
     o.algo = algo;
     const char *chosen = NULL;
-    st = ddp_allreduce_choice(&comm, rbuf, 1000, DDP_F32, &o, &chosen);
+    st = ddp_allreduce_choice(comm, rbuf, 1000, DDP_F32, &o, &chosen);
     if (st != DDP_OK) {
       CHECK(st == DDP_EINVAL && strstr(ddp_last_error(), "usable here") != NULL,
             "%s: unexpected refusal %d: %s", algo, (int)st, ddp_last_error());
@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
               !(coll_dtypes[d] == DDP_F32 && (coll_ops[k] == DDP_SUM || coll_ops[k] == DDP_AVG)))
             continue;
           for (int ip = 0; ip < 2; ip++)
-            run_case(&comm, algo, coll_dtypes[d], coll_ops[k], counts[c], ip, sbuf, rbuf);
+            run_case(comm, algo, coll_dtypes[d], coll_ops[k], counts[c], ip, sbuf, rbuf);
         }
     if (rank_ == 0) printf("%s (runs as %s): %.2f s\n", algo, chosen, MPI_Wtime() - t0);
   }
@@ -118,8 +118,8 @@ int main(int argc, char **argv) {
     free(rbuf);
   }
   if (pool) {
-    CHECK_OK(ddp_free(&comm, pool_s));
-    CHECK_OK(ddp_free(&comm, pool_r));
+    CHECK_OK(ddp_free(comm, pool_s));
+    CHECK_OK(ddp_free(comm, pool_r));
   }
   int rc = ddp_test_finish("coll_allreduce");
   CHECK_OK(ddp_finalize(&comm));

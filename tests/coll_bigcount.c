@@ -7,11 +7,11 @@
 #include "coll_common.h"
 
 int main(int argc, char **argv) {
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   if (ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm) != DDP_OK) return 1;
   int rank = 0, size = 1;
-  ddp_comm_rank(&comm, &rank);
-  ddp_comm_size(&comm, &size);
+  ddp_comm_rank(comm, &rank);
+  ddp_comm_size(comm, &size);
   size_t n = ((size_t)1 << 31) + 3;
   uint8_t *b = malloc(n);
   if (!b) {
@@ -27,7 +27,7 @@ int main(int argc, char **argv) {
     ddp_coll_opts_default(&o);
     o.algo = algo;
     double t0 = MPI_Wtime();
-    CHECK_OK(ddp_allreduce(&comm, DDP_IN_PLACE, b, n, DDP_U8, DDP_SUM, &o));
+    CHECK_OK(ddp_allreduce(comm, DDP_IN_PLACE, b, n, DDP_U8, DDP_SUM, &o));
     size_t bad = 0;
     for (size_t i = 0; i < n; i++) {
       unsigned want = 0;
@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
     if (rank == 0) printf("%s: %zu-element u8 allreduce in %.2f s\n", algo, n, MPI_Wtime() - t0);
   }
   for (size_t i = 0; i < n; i++) b[i] = rank == 0 ? (uint8_t)(i % 251) : 0;
-  CHECK_OK(ddp_broadcast(&comm, b, n, DDP_U8, 0, NULL));
+  CHECK_OK(ddp_broadcast(comm, b, n, DDP_U8, 0, NULL));
   size_t bad = 0;
   for (size_t i = 0; i < n; i++) bad += b[i] != (uint8_t)(i % 251);
   CHECK(bad == 0, "broadcast: %zu wrong", bad);
@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
   if (rc * (size_t)size <= n) {
     uint8_t *out = malloc(rc);
     for (size_t i = 0; i < rc * (size_t)size; i++) b[i] = (uint8_t)((i * 3 + (size_t)rank) % 7);
-    CHECK_OK(ddp_reduce_scatter(&comm, b, out, rc, DDP_U8, DDP_SUM, NULL));
+    CHECK_OK(ddp_reduce_scatter(comm, b, out, rc, DDP_U8, DDP_SUM, NULL));
     bad = 0;
     for (size_t i = 0; i < rc; i++) {
       size_t g = (size_t)rank * rc + i;

@@ -62,11 +62,11 @@ static double one(ddp_comm_t *comm, int rank, const char *algo, size_t count, in
 }
 
 int main(int argc, char **argv) {
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   CHECK_OK(ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm));
   int rank = 0, size = 0;
-  ddp_comm_rank(&comm, &rank);
-  ddp_comm_size(&comm, &size);
+  ddp_comm_rank(comm, &rank);
+  ddp_comm_size(comm, &size);
   CHECK(size == 2, "world size %d, this test needs 2", size);
   if (size != 2) {
     int rc = ddp_test_finish("coll_wait_cpu");
@@ -78,14 +78,14 @@ int main(int argc, char **argv) {
   CHECK(buf != NULL, "out of memory");
   const char *algos[] = {"shm", "mpi", "ring"};
   for (int a = 0; a < 3 && buf; a++) {
-    if (!ddp_test_algo_usable(&comm, algos[a])) continue;
+    if (!ddp_test_algo_usable(comm, algos[a])) continue;
     double budget = a == 0 ? SHM_BUDGET : MPI_BUDGET;
     /* First use sets the algorithm up with MPI's own (busy-polling) collectives: not timed. */
-    one(&comm, rank, algos[a], counts[2], 0, buf, 0.0);
+    one(comm, rank, algos[a], counts[2], 0, buf, 0.0);
     for (int k = 0; k < 3; k++) {
       if (a > 0 && k == 1) continue; /* the MPI paths: smallest and largest */
       for (int nb = 0; nb < 2; nb++) {
-        double f = one(&comm, rank, algos[a], counts[k], nb, buf, DELAY_S);
+        double f = one(comm, rank, algos[a], counts[k], nb, buf, DELAY_S);
         if (rank != 0) continue;
         printf("%-4s %8zu B %-12s: rank 0 used %5.1f%% of a core while waiting %.0f ms for its peer (budget %.0f%%)\n",
                algos[a], counts[k] * sizeof(float), nb ? "non-blocking" : "blocking", 100.0 * f,

@@ -6,7 +6,7 @@
 #include "ddp_test.h"
 
 int main(int argc, char **argv) {
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   ddp_status_t st = ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm);
   if (st != DDP_OK) {
     fprintf(stderr, "ddp_init failed: %s: %s\n", ddp_strerror(st), ddp_last_error());
@@ -18,13 +18,13 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &ws);
 
   ddp_comm_info_t info;
-  CHECK_OK(ddp_comm_info(&comm, &info));
+  CHECK_OK(ddp_comm_info(comm, &info));
   CHECK(info.rank == wr && info.size == ws, "rank %d/%d vs MPI %d/%d", info.rank, info.size, wr, ws);
   CHECK(info.mpi_owned == 1, "ddp_init must own MPI it initialised (mpi_owned=%d)", info.mpi_owned);
   CHECK(info.thread_level >= MPI_THREAD_SINGLE, "thread level %d", info.thread_level);
   int r = -1, s = -1;
-  CHECK_OK(ddp_comm_rank(&comm, &r));
-  CHECK_OK(ddp_comm_size(&comm, &s));
+  CHECK_OK(ddp_comm_rank(comm, &r));
+  CHECK_OK(ddp_comm_size(comm, &s));
   CHECK(r == wr && s == ws, "ddp_comm_rank/size %d/%d", r, s);
   if (k > 0) {
     int first = (wr / k) * k;
@@ -42,9 +42,9 @@ int main(int argc, char **argv) {
   }
   /* The node and cross communicators are consistent with the info. */
   MPI_Comm node, cross, world;
-  CHECK_OK(ddp_comm_mpi(&comm, DDP_COMM_NODE, &node));
-  CHECK_OK(ddp_comm_mpi(&comm, DDP_COMM_CROSS, &cross));
-  CHECK_OK(ddp_comm_mpi(&comm, DDP_COMM_WORLD, &world));
+  CHECK_OK(ddp_comm_mpi(comm, DDP_COMM_NODE, &node));
+  CHECK_OK(ddp_comm_mpi(comm, DDP_COMM_CROSS, &cross));
+  CHECK_OK(ddp_comm_mpi(comm, DDP_COMM_WORLD, &world));
   int ns = 0, cs = 0, cmp = 0;
   MPI_Comm_size(node, &ns);
   MPI_Comm_size(cross, &cs);
@@ -64,19 +64,20 @@ int main(int argc, char **argv) {
   char ver[256];
   CHECK_OK(ddp_mpi_library_version(ver, sizeof ver));
   CHECK(strlen(ver) > 0, "empty MPI version");
-  CHECK_OK(ddp_log(&comm, DDP_LOG_INFO, "comm_init test on rank %d", wr));
+  CHECK_OK(ddp_log(comm, DDP_LOG_INFO, "comm_init test on rank %d", wr));
 
   /* A second communicator over the node comm works side by side. */
-  ddp_comm_t sub;
+  ddp_comm_t *sub = NULL;
   CHECK_OK(ddp_comm_create(node, &sub));
   int subsize = 0;
-  CHECK_OK(ddp_comm_size(&sub, &subsize));
+  CHECK_OK(ddp_comm_size(sub, &subsize));
   CHECK(subsize == info.local_size, "sub comm size %d", subsize);
   CHECK_OK(ddp_comm_destroy(&sub));
-  /* Destroyed handles are detected, not dereferenced. */
-  CHECK_ST(ddp_comm_size(&sub, &subsize), DDP_ESTATE);
-  CHECK_MSG("destroyed");
-  CHECK_ST(ddp_comm_destroy(&sub), DDP_ESTATE);
+  /* Destroy clears the caller's handle: a later use is refused, never dereferenced. */
+  CHECK(sub == NULL, "ddp_comm_destroy left the handle set");
+  CHECK_ST(ddp_comm_size(sub, &subsize), DDP_EINVAL);
+  CHECK_MSG("comm is NULL");
+  CHECK_OK(ddp_comm_destroy(&sub));
 
   int rc = ddp_test_finish("comm_init");
   CHECK_OK(ddp_finalize(&comm));
@@ -86,6 +87,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ddp_finalize did not finalise the MPI it initialised\n");
     return 1;
   }
-  CHECK_ST(ddp_comm_rank(&comm, &r), DDP_ESTATE);
+  CHECK(comm == NULL, "ddp_finalize left the handle set");
+  CHECK_ST(ddp_comm_rank(comm, &r), DDP_EINVAL);
   return rc | (ddp_test_failures_ ? 1 : 0);
 }

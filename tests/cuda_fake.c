@@ -54,8 +54,8 @@ static void test_cuda_errors(ddp__comm_t *c) {
   CHECK_OK(d->impl->init(d));
   CHECK(strstr(d->desc, "Fake GPU 0") != NULL, "desc: %s", d->desc);
   CHECK_OK(d->impl->bind(d));
-  ddp_stream_t s = NULL;
-  ddp_event_t e = NULL;
+  ddp_stream_t *s = NULL;
+  ddp_event_t *e = NULL;
   void *buf = NULL;
   CHECK_OK(d->impl->stream_create(d, &s));
   CHECK_OK(d->impl->event_create(d, &e));
@@ -63,7 +63,7 @@ static void test_cuda_errors(ddp__comm_t *c) {
   int launches = fake_cuda_launches;
 
   /* An unfinished event, polled as the staging pipeline and the host waits do. */
-  fake_cuda_event_pending(e, 1);
+  fake_cuda_event_pending((cudaEvent_t)e, 1);
   for (int i = 0; i < 3; i++) {
     int done = 1;
     CHECK_OK(d->impl->event_query(d, e, &done));
@@ -72,7 +72,7 @@ static void test_cuda_errors(ddp__comm_t *c) {
   CLEAN("cu_event_query on a pending event");
   CHECK_OK(d->impl->reduce(d, buf, buf, 16, DDP_F32, DDP_SUM, s));
   CHECK_OK(d->impl->nonfinite(d, buf, 16, DDP_F32, (int *)buf, s));
-  fake_cuda_event_pending(e, 0);
+  fake_cuda_event_pending((cudaEvent_t)e, 0);
   int done = 0;
   CHECK_OK(d->impl->event_query(d, e, &done));
   CHECK(done == 1, "finished event reported pending");
@@ -118,7 +118,7 @@ static void test_cuda_errors(ddp__comm_t *c) {
   CHECK(fake_cuda_launches - launches == 8, "%d launches, expected 8", fake_cuda_launches - launches);
 
   /* A faulted context is sticky: every call reports it, no query passes it off as "not yet". */
-  fake_cuda_event_pending(e, 1);
+  fake_cuda_event_pending((cudaEvent_t)e, 1);
   fake_cuda_sticky(cudaErrorIllegalAddress);
   CHECK_ST(d->impl->event_query(d, e, &done), DDP_ECUDA);
   CHECK_MSG("illegal memory access");
@@ -210,10 +210,10 @@ static void test_probe(ddp_comm_t *comm) {
    * follows the rank's place on the real host. */
   fake_cuda_set_devices(size);
   setenv("DDP_RANKS_PER_NODE", "1", 1);
-  ddp_comm_t vcomm;
+  ddp_comm_t *vcomm = NULL;
   CHECK_OK(ddp_comm_create(MPI_COMM_WORLD, &vcomm));
   unsetenv("DDP_RANKS_PER_NODE");
-  ddp__comm_t *v = impl_of(&vcomm);
+  ddp__comm_t *v = impl_of(vcomm);
   if (v) {
     CHECK(v->virtual_nodes && v->local_rank == 0, "virtual nodes %d, local rank %d",
           v->virtual_nodes, v->local_rank);
@@ -228,10 +228,10 @@ static void test_probe(ddp_comm_t *comm) {
 
 /* ---- coll_nccl.c ------------------------------------------------------------------------- */
 typedef struct {
-  ddp_comm_t comm;
+  ddp_comm_t *comm;
   ddp__comm_t *c;
   ddp__devcoll_t *dc;
-  ddp_stream_t s;
+  ddp_stream_t *s;
   ddp_coll_opts_t o;
 } env_t;
 
@@ -242,12 +242,12 @@ static int env_open(env_t *v) {
     CHECK(0, "ddp_comm_create: %s", ddp_last_error());
     return 0;
   }
-  v->c = impl_of(&v->comm);
+  v->c = impl_of(v->comm);
   CHECK(v->c && v->c->dev, "no (emulated) device: run with DDP_DEVICE_EMULATE=1");
   if (!v->c || !v->c->dev) return 0;
   CHECK_OK(ddp__device_bind_thread(v->c));
   CHECK_OK(ddp__devcoll_get(v->c, &v->dc));
-  CHECK_OK(ddp_stream_create(&v->comm, &v->s));
+  CHECK_OK(ddp_stream_create(v->comm, &v->s));
   ddp_coll_opts_default(&v->o);
   v->o.mem = DDP_MEM_CUDA;
   v->o.stream = v->s;
@@ -255,7 +255,7 @@ static int env_open(env_t *v) {
 }
 
 static void env_close(env_t *v) {
-  if (v->s) CHECK_OK(ddp_stream_destroy(&v->comm, v->s));
+  if (v->s) CHECK_OK(ddp_stream_destroy(v->comm, &v->s));
   CHECK_OK(ddp_comm_destroy(&v->comm));
 }
 
@@ -269,7 +269,7 @@ static ddp_status_t run(env_t *v, ddp__coll_kind_t kind, const void *send, void 
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", ddp_last_error());
   ddp__coll_device_release(v->c, call.ev_in);
-  if (st == DDP_OK) return ddp_stream_synchronize(&v->comm, v->s); /* a stuck stream: not */
+  if (st == DDP_OK) return ddp_stream_synchronize(v->comm, v->s); /* a stuck stream: not */
   return ddp__error(st, "%s", msg);
 }
 
@@ -280,8 +280,8 @@ static void test_nccl_values(void) {
   if (!env_open(&v)) return;
   const size_t n = 1000;
   float *a = NULL, *b = NULL;
-  CHECK_OK(ddp_device_malloc(&v.comm, n * size * sizeof(float), (void **)&a));
-  CHECK_OK(ddp_device_malloc(&v.comm, n * size * sizeof(float), (void **)&b));
+  CHECK_OK(ddp_device_malloc(v.comm, n * size * sizeof(float), (void **)&a));
+  CHECK_OK(ddp_device_malloc(v.comm, n * size * sizeof(float), (void **)&b));
   if (!a || !b) return;
   long wrong = 0;
   /* allreduce, out of place and in place */
@@ -328,8 +328,8 @@ static void test_nccl_values(void) {
   CHECK(fake_nccl.blocking_seen == 0, "communicator created with blocking=%d, not non-blocking",
         fake_nccl.blocking_seen);
   CHECK(fake_nccl.ops == 6, "%d NCCL collectives, expected 6", fake_nccl.ops);
-  CHECK_OK(ddp_device_free(&v.comm, a));
-  CHECK_OK(ddp_device_free(&v.comm, b));
+  CHECK_OK(ddp_device_free(v.comm, a));
+  CHECK_OK(ddp_device_free(v.comm, b));
   env_close(&v);
   CHECK(fake_nccl.finalize_calls == 1 && fake_nccl.destroy_calls == 1 && fake_nccl.abort_calls == 0,
         "healthy communicator: finalize %d, destroy %d, abort %d", fake_nccl.finalize_calls,
@@ -351,7 +351,7 @@ static void test_nccl_failure(scenario_t sc, ddp_status_t want, const char *msg)
   env_t v;
   if (!env_open(&v)) return;
   float *a = NULL;
-  CHECK_OK(ddp_device_malloc(&v.comm, 64 * sizeof(float), (void **)&a));
+  CHECK_OK(ddp_device_malloc(v.comm, 64 * sizeof(float), (void **)&a));
   if (!a) return;
   for (int i = 0; i < 64; i++) a[i] = 1;
   if (sc == S_INIT_RANK1) fake_nccl.fail_init_rank = size - 1;
@@ -365,7 +365,7 @@ static void test_nccl_failure(scenario_t sc, ddp_status_t want, const char *msg)
   if (sc == S_STUCK) {
     CHECK_OK(run(&v, DDP__COLL_ALLREDUCE, a, a, 64, DDP_F32, DDP_SUM, -1));
     __atomic_store_n(&gate, 0, __ATOMIC_RELEASE);
-    CHECK_OK(ddp_launch_host_func(&v.comm, v.s, wait_gate, NULL)); /* the caller's stream stalls */
+    CHECK_OK(ddp_launch_host_func(v.comm, v.s, wait_gate, NULL)); /* the caller's stream stalls */
   }
   double t0 = MPI_Wtime();
   ddp_status_t st = run(&v, DDP__COLL_ALLREDUCE, a, a, 64, DDP_F32, DDP_SUM, -1);
@@ -387,33 +387,33 @@ static void test_nccl_failure(scenario_t sc, ddp_status_t want, const char *msg)
           "NCCL creation retried after a failure: %d -> %d creations, %d -> %d ids", inits,
           fake_nccl.init_calls, ids, fake_nccl.uniqueid_calls);
     const char *name = NULL;
-    CHECK_ST(ddp_device_transport(&v.comm, "nccl", &name), DDP_ENOTSUP);
+    CHECK_ST(ddp_device_transport(v.comm, "nccl", &name), DDP_ENOTSUP);
     CHECK_MSG("not tried again");
     /* Aborted wherever a communicator existed: not where creation itself failed. */
     int had = sc != S_UNIQUEID && !(sc == S_INIT_RANK1 && rank == size - 1);
     CHECK(fake_nccl.abort_calls == had, "scenario %d: %d aborts, expected %d", (int)sc,
           fake_nccl.abort_calls, had);
   }
-  CHECK_OK(ddp_device_free(&v.comm, a));
+  CHECK_OK(ddp_device_free(v.comm, a));
   env_close(&v);
 }
 
 int main(int argc, char **argv) {
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
     fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
     return 1;
   }
-  ddp_comm_rank(&comm, &rank);
-  ddp_comm_size(&comm, &size);
+  ddp_comm_rank(comm, &rank);
+  ddp_comm_size(comm, &size);
   CHECK(size == 2, "cuda_fake runs at np=2 (got %d)", size);
   MPI_Comm_dup(MPI_COMM_WORLD, &data_comm);
-  ddp__comm_t *c = impl_of(&comm);
+  ddp__comm_t *c = impl_of(comm);
   CHECK(c && c->cfg.on_timeout_return && c->cfg.timeout_s <= 2,
         "run with DDP_ON_TIMEOUT=return DDP_TIMEOUT_S=1");
   if (c && size == 2) {
     test_cuda_errors(c);
-    test_probe(&comm);
+    test_probe(comm);
     test_nccl_values();
     test_nccl_failure(S_SLOW_OK, DDP_OK, NULL);
     test_nccl_failure(S_INIT_RANK1, DDP_ENCCL, rank == size - 1 ? "init told to fail" : "another rank");

@@ -20,7 +20,7 @@
 #include "ddp_test.h"
 #include "device_util.h"
 
-static ddp_comm_t comm;
+static ddp_comm_t *comm = NULL;
 static int rank, size;
 static ddp_dtype_t dt = DDP_F32; /* -d */
 static size_t es = 4;
@@ -55,19 +55,19 @@ typedef struct {
   void *dst;
   const void *src;
   size_t bytes;
-  ddp_stream_t s;
+  ddp_stream_t *s;
 } copy_arg_t;
 
 static ddp_status_t do_copy(void *arg) {
   copy_arg_t *a = arg;
-  ddp_status_t st = ddp_memcpy_async(&comm, a->dst, a->src, a->bytes, a->s);
-  return st == DDP_OK ? ddp_stream_synchronize(&comm, a->s) : st;
+  ddp_status_t st = ddp_memcpy_async(comm, a->dst, a->src, a->bytes, a->s);
+  return st == DDP_OK ? ddp_stream_synchronize(comm, a->s) : st;
 }
 
 static ddp_status_t do_reduce(void *arg) {
   copy_arg_t *a = arg;
-  ddp_status_t st = ddp_device_reduce_async(&comm, a->dst, a->src, a->bytes / 4, DDP_F32, DDP_SUM, a->s);
-  return st == DDP_OK ? ddp_stream_synchronize(&comm, a->s) : st;
+  ddp_status_t st = ddp_device_reduce_async(comm, a->dst, a->src, a->bytes / 4, DDP_F32, DDP_SUM, a->s);
+  return st == DDP_OK ? ddp_stream_synchronize(comm, a->s) : st;
 }
 
 typedef struct {
@@ -81,7 +81,7 @@ static ddp_status_t do_allreduce(void *arg) {
   ddp_coll_opts_t o;
   ddp_coll_opts_default(&o);
   o.mem = DDP_MEM_CUDA;
-  return ddp_allreduce(&comm, a->send, a->d, a->count, dt, DDP_SUM, &o);
+  return ddp_allreduce(comm, a->send, a->d, a->count, dt, DDP_SUM, &o);
 }
 
 /* Input of rank r at position i for check number `seed`: an integer in [-11, 11] (sums over
@@ -111,8 +111,8 @@ static void fill(void *h, size_t count, unsigned seed) {
 }
 
 static ddp_status_t upload(void *d, const void *h, size_t bytes) {
-  ddp_status_t st = ddp_memcpy_async(&comm, d, h, bytes, NULL);
-  return st == DDP_OK ? ddp_stream_synchronize(&comm, NULL) : st;
+  ddp_status_t st = ddp_memcpy_async(comm, d, h, bytes, NULL);
+  return st == DDP_OK ? ddp_stream_synchronize(comm, NULL) : st;
 }
 
 /* One checked in-place and one checked out-of-place allreduce of `count` elements with
@@ -136,7 +136,7 @@ static long checked_allreduce(const char *tp, void *d, void *d2, char *h, size_t
   unsigned s2 = (*seed)++;
   fill(h, count, s2);
   a = (ar_arg_t){d, d2, count};
-  if ((st = upload(d, h, bytes)) != DDP_OK || (st = ddp_memset_async(&comm, d2, 0xff, bytes, NULL)) != DDP_OK ||
+  if ((st = upload(d, h, bytes)) != DDP_OK || (st = ddp_memset_async(comm, d2, 0xff, bytes, NULL)) != DDP_OK ||
       (st = do_allreduce(&a)) != DDP_OK || (st = upload(h, d2, bytes)) != DDP_OK) {
     CHECK_OK(st);
     return -1;
@@ -163,8 +163,8 @@ static int iters_for(size_t bytes, int base) {
 
 static void bench_copy(size_t maxb, int iters) {
   size_t sizes[] = {(size_t)1 << 20, (size_t)64 << 20, (size_t)256 << 20, (size_t)1 << 30};
-  ddp_stream_t s;
-  CHECK_OK(ddp_stream_create(&comm, &s));
+  ddp_stream_t *s;
+  CHECK_OK(ddp_stream_create(comm, &s));
   if (rank == 0)
     printf("# copy and kernel rates (rank 0's view; every rank runs them at once)\n"
            "# %12s %12s %12s %12s %12s %12s %10s\n", "bytes", "d2d GB/s", "h2d GB/s",
@@ -173,15 +173,15 @@ static void bench_copy(size_t maxb, int iters) {
     size_t b = sizes[k];
     if (b > maxb) break;
     void *d1 = NULL, *d2 = NULL, *h = NULL;
-    if (ddp_device_malloc(&comm, b, &d1) != DDP_OK || ddp_device_malloc(&comm, b, &d2) != DDP_OK ||
-        ddp_host_alloc_pinned(&comm, b, &h) != DDP_OK) {
+    if (ddp_device_malloc(comm, b, &d1) != DDP_OK || ddp_device_malloc(comm, b, &d2) != DDP_OK ||
+        ddp_host_alloc_pinned(comm, b, &h) != DDP_OK) {
       if (rank == 0) printf("# %zu bytes: allocation failed (%s)\n", b, ddp_last_error());
-      ddp_device_free(&comm, d1), ddp_device_free(&comm, d2), ddp_host_free_pinned(&comm, h);
+      ddp_device_free(comm, d1), ddp_device_free(comm, d2), ddp_host_free_pinned(comm, h);
       break;
     }
     memset(h, 0, b);
-    CHECK_OK(ddp_memset_async(&comm, d1, 0, b, s));
-    CHECK_OK(ddp_memset_async(&comm, d2, 0, b, s));
+    CHECK_OK(ddp_memset_async(comm, d1, 0, b, s));
+    CHECK_OK(ddp_memset_async(comm, d2, 0, b, s));
     int it = iters_for(b, iters);
     ddp_status_t st;
     copy_arg_t a = {d2, d1, b, s};
@@ -214,16 +214,16 @@ static void bench_copy(size_t maxb, int iters) {
         kernel_ratio = red_traffic / copy_traffic;
       }
     }
-    ddp_device_free(&comm, d1), ddp_device_free(&comm, d2), ddp_host_free_pinned(&comm, h);
+    ddp_device_free(comm, d1), ddp_device_free(comm, d2), ddp_host_free_pinned(comm, h);
   }
-  CHECK_OK(ddp_stream_destroy(&comm, s));
+  CHECK_OK(ddp_stream_destroy(comm, &s));
 }
 
 static void bench_allreduce(size_t minb, size_t maxb, size_t factor, int iters, char *list) {
   const char *tps[3];
   int ntp = 0;
   for (char *tok = strtok(list, ","); tok && ntp < 3; tok = strtok(NULL, ",")) {
-    if (ddp_device_set_transport(&comm, tok) != DDP_OK) {
+    if (ddp_device_set_transport(comm, tok) != DDP_OK) {
       if (rank == 0) printf("# transport %s skipped: %s\n", tok, ddp_last_error());
       continue;
     }
@@ -240,11 +240,11 @@ static void bench_allreduce(size_t minb, size_t maxb, size_t factor, int iters, 
   size_t maxcount = maxb / es ? maxb / es : 1;
   void *d = NULL, *d2 = NULL;
   char *h = malloc(maxcount * es);
-  if (!h || ddp_device_malloc(&comm, maxcount * es, &d) != DDP_OK ||
-      ddp_device_malloc(&comm, maxcount * es, &d2) != DDP_OK) {
+  if (!h || ddp_device_malloc(comm, maxcount * es, &d) != DDP_OK ||
+      ddp_device_malloc(comm, maxcount * es, &d2) != DDP_OK) {
     if (rank == 0) printf("# cannot allocate 2 x %zu bytes: %s\n", maxcount * es, ddp_last_error());
     CHECK(0, "allocation of the allreduce buffers failed");
-    ddp_device_free(&comm, d);
+    ddp_device_free(comm, d);
     free(h);
     return;
   }
@@ -253,7 +253,7 @@ static void bench_allreduce(size_t minb, size_t maxb, size_t factor, int iters, 
     size_t count = b / es ? b / es : 1;
     if (rank == 0) printf("  %12zu %10zu", count * es, count);
     for (int k = 0; k < ntp; k++) {
-      CHECK_OK(ddp_device_set_transport(&comm, tps[k]));
+      CHECK_OK(ddp_device_set_transport(comm, tps[k]));
       long mine[2] = {0, 0}, all[2] = {0, 0};
       long w = checked_allreduce(tps[k], d, d2, h, count, &seed);
       mine[0] = w < 0, mine[1] = w > 0 ? w : 0;
@@ -284,8 +284,8 @@ static void bench_allreduce(size_t minb, size_t maxb, size_t factor, int iters, 
     if (rank == 0) printf("\n");
     if (b > SIZE_MAX / factor) break;
   }
-  ddp_device_free(&comm, d);
-  ddp_device_free(&comm, d2);
+  ddp_device_free(comm, d);
+  ddp_device_free(comm, d2);
   free(h);
 }
 
@@ -322,18 +322,18 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
     return 1;
   }
-  ddp_comm_rank(&comm, &rank);
-  ddp_comm_size(&comm, &size);
+  ddp_comm_rank(comm, &rank);
+  ddp_comm_size(comm, &size);
   char desc[128];
-  ddp_device_describe(&comm, desc, sizeof desc);
-  int verdict = ddp_test_device_verdict(&comm, "gpu_bench",
+  ddp_device_describe(comm, desc, sizeof desc);
+  int verdict = ddp_test_device_verdict(comm, "gpu_bench",
                                         emulate ? DDP_TEST_WANT_EMULATED : DDP_TEST_WANT_CUDA);
   if (verdict) {
     ddp_finalize(&comm);
     return verdict;
   }
   ddp_comm_info_t info;
-  ddp_comm_info(&comm, &info);
+  ddp_comm_info(comm, &info);
   if (rank == 0) {
     char lib[256] = "";
     ddp_mpi_library_version(lib, sizeof lib);

@@ -140,9 +140,9 @@ static void check_wait_timeout(ddp__comm_t *c) {
  * then refuses further checks (DDP_ESTATE) instead of mis-pairing messages. Uses its own
  * communicator, destroyed after the skipper catches up. */
 static void check_fp_timeout(void) {
-  ddp_comm_t comm2;
+  ddp_comm_t *comm2 = NULL;
   CHECK_OK(ddp_comm_create(MPI_COMM_WORLD, &comm2));
-  ddp__comm_t *c = comm2.impl_;
+  ddp__comm_t *c = comm2;
   int last = c->size - 1;
   c->cfg.timeout_s = 0.5;
   ddp__coll_fp_t fp = fp_of(5, 0, DDP_F32, DDP_SUM, 8, -1);
@@ -162,12 +162,12 @@ static void check_fp_timeout(void) {
 }
 
 int main(int argc, char **argv) {
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
     fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
     return 1;
   }
-  ddp__comm_t *c = comm.impl_;
+  ddp__comm_t *c = comm;
   CHECK(c->cfg.check == 1, "run with DDP_CHECK=1 (got %d)", c->cfg.check);
   CHECK(c->cfg.on_timeout_return == 1, "run with DDP_ON_TIMEOUT=return");
   if (c->size < 2 || !c->cfg.check || !c->cfg.on_timeout_return) {

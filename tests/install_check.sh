@@ -30,10 +30,10 @@ cat > "$tmp/hello.c" <<'C'
 #include <stdio.h>
 #include <ddp.h>
 int main(int argc, char **argv) {
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   if (ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm) != DDP_OK) return 1;
   ddp_comm_info_t info;
-  ddp_comm_info(&comm, &info);
+  ddp_comm_info(comm, &info);
   printf("hello from rank %d of %d (mpiddp %s)\n", info.rank, info.size, ddp_version());
   return ddp_finalize(&comm) == DDP_OK ? 0 : 1;
 }

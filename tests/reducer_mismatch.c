@@ -7,7 +7,7 @@
 #define NP 4
 
 static int g_rank, g_size;
-static ddp_comm_t g_comm;
+static ddp_comm_t *g_comm = NULL;
 static float g_data[NP][64];
 static const char *g_names[NP] = {"layer0.weight", "layer0.bias", "layer1.weight", "layer1.bias"};
 
@@ -33,8 +33,8 @@ static void expect_everywhere(ddp_status_t st, ddp_status_t want, const char *la
 
 int main(int argc, char **argv) {
   if (ddp_init(&argc, &argv, MPI_COMM_NULL, &g_comm) != DDP_OK) return 1;
-  ddp_comm_rank(&g_comm, &g_rank);
-  ddp_comm_size(&g_comm, &g_size);
+  ddp_comm_rank(g_comm, &g_rank);
+  ddp_comm_size(g_comm, &g_size);
   if (g_size < 2) {
     if (g_rank == 0) printf("reducer_mismatch needs 2 or more ranks\n");
     ddp_finalize(&g_comm);
@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
   /* 1. A count differs in parameter 2. */
   size_t n = fill(p);
   if (odd) p[2].count = 33;
-  ddp_status_t st = ddp_reducer_create(&g_comm, p, n, NULL, &r);
+  ddp_status_t st = ddp_reducer_create(g_comm, p, n, NULL, &r);
   expect_everywhere(st, DDP_EMISMATCH, "count");
   CHECK_MSG("parameter 2 ('layer1.weight')");
   CHECK_MSG("count 32 f32");
@@ -60,14 +60,14 @@ int main(int argc, char **argv) {
   /* 2. The dtype of parameter 0 differs. */
   fill(p);
   if (odd) p[0].dtype = DDP_F64;
-  st = ddp_reducer_create(&g_comm, p, n, NULL, &r);
+  st = ddp_reducer_create(g_comm, p, n, NULL, &r);
   expect_everywhere(st, DDP_EMISMATCH, "dtype");
   CHECK_MSG("parameter 0 ('layer0.weight')");
   CHECK_MSG("f64");
 
   /* 3. The odd rank registered one parameter fewer. */
   fill(p);
-  st = ddp_reducer_create(&g_comm, p, odd ? n - 1 : n, NULL, &r);
+  st = ddp_reducer_create(g_comm, p, odd ? n - 1 : n, NULL, &r);
   expect_everywhere(st, DDP_EMISMATCH, "fewer");
   CHECK_MSG("parameter 3 ('layer1.bias')");
   CHECK_MSG("registered only 3");
@@ -76,7 +76,7 @@ int main(int argc, char **argv) {
   fill(p);
   p[NP] = p[0];
   p[NP].name = "extra.weight";
-  st = ddp_reducer_create(&g_comm, p, odd ? n + 1 : n, NULL, &r);
+  st = ddp_reducer_create(g_comm, p, odd ? n + 1 : n, NULL, &r);
   expect_everywhere(st, DDP_EMISMATCH, "more");
   CHECK_MSG("parameter 4 ('extra.weight')");
   CHECK_MSG("rank 0 registered only 4");
@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
   ddp_reducer_opts_t o;
   ddp_reducer_opts_default(&o);
   if (odd) o.bucket_cap_mb = 5.0;
-  st = ddp_reducer_create(&g_comm, p, n, &o, &r);
+  st = ddp_reducer_create(g_comm, p, n, &o, &r);
   CHECK(st == DDP_EMISMATCH, "[options] status %d: %s", (int)st, ddp_last_error());
   CHECK_MSG("different options");
 
@@ -94,10 +94,10 @@ int main(int argc, char **argv) {
   fill(p);
   for (int i = 0; i < NP; i++)
     for (int k = 0; k < 64; k++) g_data[i][k] = (float)(g_rank * 100 + i + k);
-  CHECK_OK(ddp_reducer_create(&g_comm, p, n, NULL, &r));
+  CHECK_OK(ddp_reducer_create(g_comm, p, n, NULL, &r));
   for (int i = 0; i < NP; i++)
     CHECK(g_data[i][1] == (float)(i + 1), "param %d not broadcast: %g", i, g_data[i][1]);
-  if (r) CHECK_OK(ddp_reducer_destroy(r));
+  if (r) CHECK_OK(ddp_reducer_destroy(&r));
 
   int rc = ddp_test_finish("reducer_mismatch");
   ddp_finalize(&g_comm);

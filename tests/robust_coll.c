@@ -193,35 +193,35 @@ static int run_loop(ddp_comm_t *comm, int kill_at, int sig) {
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
     fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
     return 2;
   }
-  ddp_comm_rank(&comm, &rank_);
-  ddp_comm_size(&comm, &size_);
+  ddp_comm_rank(comm, &rank_);
+  ddp_comm_size(comm, &size_);
   int rc = 0;
   if (size_ < 2) {
     fprintf(stderr, "robust_coll needs np >= 2\n");
     rc = 2;
   } else if (!strcmp(mode, "mismatch")) {
-    run_mismatch(&comm);
+    run_mismatch(comm);
     rc = ddp_test_finish("robust_coll mismatch");
   } else if (!strcmp(mode, "hang_finalize") || !strcmp(mode, "hang_finalize_bcast")) {
     use_bcast_ = !strcmp(mode, "hang_finalize_bcast");
     /* DDP_ON_TIMEOUT=return, then every rank finalizes: the abandoned collective must not
      * hang ddp_finalize. */
     finalize_after_timeout_ = 1;
-    run_hang(&comm, 1, 0);
+    run_hang(comm, 1, 0);
     fprintf(stderr, "robust_coll: rank %d finalizes\n", rank_);
     rc = 0;
   } else if (!strcmp(mode, "hang_abort") || !strcmp(mode, "hang_return") ||
              !strcmp(mode, "desync")) {
-    run_hang(&comm, !strcmp(mode, "hang_return"), !strcmp(mode, "desync"));
+    run_hang(comm, !strcmp(mode, "hang_return"), !strcmp(mode, "desync"));
     rc = 1; /* reaching this line means the job did not end */
   } else if (!strcmp(mode, "kill") || !strcmp(mode, "stall") || !strcmp(mode, "ok")) {
     int kill_at = strcmp(mode, "ok") ? 300 : -1;
-    rc = run_loop(&comm, kill_at, !strcmp(mode, "stall") ? SIGSTOP : SIGKILL);
+    rc = run_loop(comm, kill_at, !strcmp(mode, "stall") ? SIGSTOP : SIGKILL);
     if (kill_at >= 0) {
       fprintf(stderr, "robust_coll: rank %d finished the loop although rank 1 died\n", rank_);
       rc = 1;

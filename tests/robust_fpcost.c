@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
   const char *json = argc > 2 ? argv[2] : NULL;
   if (rounds < 1) rounds = 1;
   unsetenv("DDP_CHECK");
-  ddp_comm_t plain, checked;
+  ddp_comm_t *plain = NULL, *checked = NULL;
   if (ddp_init(&argc, &argv, MPI_COMM_NULL, &plain) != DDP_OK) {
     fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
     return 1;
@@ -41,8 +41,8 @@ int main(int argc, char **argv) {
   setenv("DDP_CHECK", "1", 1); /* read by ddp_comm_create: the second communicator checks */
   CHECK_OK(ddp_comm_create(MPI_COMM_WORLD, &checked));
   int rank = 0, size = 1;
-  ddp_comm_rank(&plain, &rank);
-  ddp_comm_size(&plain, &size);
+  ddp_comm_rank(plain, &rank);
+  ddp_comm_size(plain, &size);
   const size_t sizes[] = {8, 4096, 65536, (size_t)4 << 20};
   const int iters_for[] = {2000, 1000, 200, 10};
   size_t ns = sizeof sizes / sizeof sizes[0];
@@ -52,11 +52,11 @@ int main(int argc, char **argv) {
     size_t count = sizes[s] / 4;
     int iters = rounds == 1 ? (iters_for[s] / 20 > 0 ? iters_for[s] / 20 : 1) : iters_for[s];
     double *tp = calloc((size_t)rounds, sizeof *tp), *tc = calloc((size_t)rounds, sizeof *tc);
-    time_one(&plain, buf, count, iters / 10 + 1); /* warm-up both */
-    time_one(&checked, buf, count, iters / 10 + 1);
+    time_one(plain, buf, count, iters / 10 + 1); /* warm-up both */
+    time_one(checked, buf, count, iters / 10 + 1);
     for (int r = 0; r < rounds; r++) {
-      tp[r] = time_one(&plain, buf, count, iters);
-      tc[r] = time_one(&checked, buf, count, iters);
+      tp[r] = time_one(plain, buf, count, iters);
+      tc[r] = time_one(checked, buf, count, iters);
     }
     qsort(tp, (size_t)rounds, sizeof *tp, cmp_d);
     qsort(tc, (size_t)rounds, sizeof *tc, cmp_d);
@@ -72,9 +72,9 @@ int main(int argc, char **argv) {
   /* The second communicator really checks (a rank-dependent count is refused), the first not
    * (with equal counts it must simply work). */
   if (size > 1)
-    CHECK_ST(ddp_allreduce(&checked, DDP_IN_PLACE, buf, 4 + (size_t)rank, DDP_F32, DDP_SUM, NULL),
+    CHECK_ST(ddp_allreduce(checked, DDP_IN_PLACE, buf, 4 + (size_t)rank, DDP_F32, DDP_SUM, NULL),
              DDP_EMISMATCH);
-  CHECK_OK(ddp_allreduce(&plain, DDP_IN_PLACE, buf, 4, DDP_F32, DDP_SUM, NULL));
+  CHECK_OK(ddp_allreduce(plain, DDP_IN_PLACE, buf, 4, DDP_F32, DDP_SUM, NULL));
   if (rank == 0) {
     printf("# DDP_CHECK=1 fingerprint cost: allreduce f32 sum in place, np %d, algo auto, median of %d rounds\n",
            size, rounds);

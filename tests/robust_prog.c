@@ -52,7 +52,7 @@ static int ring_loop(ddp__comm_t *c, int iters, int kill_at) {
 
 int main(int argc, char **argv) {
   const char *mode = argc > 1 ? argv[1] : "";
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   if (!strcmp(mode, "check_disagree")) {
     int provided = 0, rank = 0;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
     return 2;
   }
-  ddp__comm_t *c = comm.impl_;
+  ddp__comm_t *c = comm;
   int rc = 0;
   if (c->size < 2) {
     fprintf(stderr, "robust_prog needs np >= 2\n");
@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
     }
   } else if (!strcmp(mode, "abort")) {
     if (c->rank == 1) {
-      ddp_status_t st = ddp_abort(&comm, "robust test: deliberate ddp_abort from rank 1");
+      ddp_status_t st = ddp_abort(comm, "robust test: deliberate ddp_abort from rank 1");
       fprintf(stderr, "robust_prog: ddp_abort returned %d (%s)\n", (int)st, ddp_last_error());
       rc = 1;
     } else {

@@ -34,8 +34,8 @@ static int check_list(char *line, int64_t *buf, size_t cap, int *full_count) {
   while (*p == ' ') p++;
   int full = strncmp(p, "full", 4) == 0;
   p += 4;
-  ddp_sampler_options_t o;
-  ddp_sampler_options_default(&o);
+  ddp_sampler_opts_t o;
+  ddp_sampler_opts_default(&o);
   o.dataset_size = f[0];
   o.num_replicas = (int)f[1];
   o.rank = (int)f[2];
@@ -74,15 +74,15 @@ static int check_list(char *line, int64_t *buf, size_t cap, int *full_count) {
         "size %" PRIu64 " replicas %" PRIu64 " rank %" PRIu64 " shuffle %" PRIu64 " drop_last %" PRIu64
         " seed %" PRIu64 " epoch %" PRIu64 " differs from torch",
         f[0], f[1], f[2], f[3], f[4], f[5], f[6]);
-  ddp_sampler_destroy(s);
+  ddp_sampler_destroy(&s);
   return bad;
 }
 
 static void check_refused(char *line) {
   unsigned long long seed = 0, epoch = 0;
   CHECK(sscanf(line + 2, "%llu %llu", &seed, &epoch) == 2, "bad E line: %s", line);
-  ddp_sampler_options_t o;
-  ddp_sampler_options_default(&o);
+  ddp_sampler_opts_t o;
+  ddp_sampler_opts_default(&o);
   o.dataset_size = 10;
   o.seed = seed;
   ddp_sampler_t *s = NULL;
@@ -92,7 +92,7 @@ static void check_refused(char *line) {
   uint64_t e = 99;
   CHECK_OK(ddp_sampler_epoch(s, &e));
   CHECK(e == 0, "a refused set_epoch changed the epoch to %llu", (unsigned long long)e);
-  ddp_sampler_destroy(s);
+  ddp_sampler_destroy(&s);
 }
 
 static void write_file(const char *path, const void *data, size_t bytes) {
@@ -136,7 +136,7 @@ static void check_norm(char *line, const char *tmpdir) {
   }
   CHECK(wrong == 0, "%d of 256 normalised values differ from torchvision (mean %g std %g)", wrong,
         (double)mean, (double)std);
-  ddp_dataset_destroy(ds);
+  ddp_dataset_destroy(&ds);
   unlink(img);
   unlink(lab);
 }

@@ -62,7 +62,7 @@ static void expect_open(const char *img, const char *lab, ddp_status_t want, con
   CHECK(st == want, "open(%s, %s) = %d (%s), expected %d; %s", img, lab, (int)st,
         ddp_strerror(st), (int)want, ddp_last_error());
   if (st == DDP_OK) {
-    ddp_dataset_destroy(ds);
+    ddp_dataset_destroy(&ds);
   } else {
     CHECK(ds == (ddp_dataset_t *)&g_dir, "output written on error");
     if (needle) CHECK_MSG(needle);
@@ -101,7 +101,7 @@ static void check_valid_content(const char *img, const char *lab) {
   CHECK_ST(ddp_dataset_get(ds, 0, NULL, ROWS * COLS, NULL), DDP_EINVAL);
   CHECK_ST(ddp_dataset_info(ds, NULL), DDP_EINVAL);
   CHECK_ST(ddp_dataset_info(NULL, &info), DDP_EINVAL);
-  ddp_dataset_destroy(ds);
+  ddp_dataset_destroy(&ds);
 }
 
 static void test_errors(void) {
@@ -214,7 +214,7 @@ static void test_errors(void) {
       float x[4096];
       if (info.sample_elems <= 4096)
         for (uint64_t s = 0; s < info.count; s++) ddp_dataset_get(ds, s, x, 4096, NULL);
-      ddp_dataset_destroy(ds);
+      ddp_dataset_destroy(&ds);
     } else {
       crashes_avoided++;
       CHECK(strstr(ddp_last_error(), p) != NULL, "message '%s' does not name the file",
@@ -237,7 +237,7 @@ static void test_errors(void) {
   CHECK_ST(ddp_dataset_open_fmnist(g_dir, 1, &ds), DDP_EIO);
   CHECK_MSG("train-images-idx3-ubyte.gz");
   CHECK(ds == NULL, "output written on error");
-  ddp_dataset_destroy(NULL);
+  CHECK_OK(ddp_dataset_destroy(NULL));
   unlink(I), unlink(L), unlink(IG), unlink(LG), unlink(B), unlink(BG);
 }
 
@@ -267,19 +267,29 @@ static void test_fmnist(void) {
   }
   /* pixel 0 of image 0 is 0 -> (0 - mean) / std */
   CHECK(x[0] == (0.0f - DDP_FMNIST_MEAN) / DDP_FMNIST_STD, "normalised zero pixel %g", (double)x[0]);
-  ddp_dataset_destroy(ds);
+  ddp_dataset_destroy(&ds);
   ds = NULL;
   CHECK_OK(ddp_dataset_open_fmnist(NULL, 0, &ds));
   if (ds) {
     CHECK_OK(ddp_dataset_info(ds, &info));
     CHECK(info.count == 10000 && info.classes == 10, "t10k: count %llu",
           (unsigned long long)info.count);
-    ddp_dataset_destroy(ds);
+    ddp_dataset_destroy(&ds);
   }
 }
 
 static void test_synthetic(void) {
-  ddp_synthetic_options_t o = {.count = 100, .ndim = 2, .dims = {3, 5}, .classes = 10, .seed = 7};
+  ddp_synthetic_opts_t o;
+  CHECK_ST(ddp_synthetic_opts_default(NULL), DDP_EINVAL);
+  CHECK_MSG("opt");
+  CHECK_OK(ddp_synthetic_opts_default(&o));
+  CHECK(o.count == 1000 && o.ndim == 1 && o.dims[0] == 1 && o.classes == 10 && o.seed == 0,
+        "synthetic defaults");
+  o.count = 100;
+  o.ndim = 2;
+  o.dims[0] = 3;
+  o.dims[1] = 5;
+  o.seed = 7;
   ddp_dataset_t *a = NULL, *b = NULL, *c = NULL;
   CHECK_OK(ddp_dataset_synthetic(&o, &a));
   CHECK_OK(ddp_dataset_synthetic(&o, &b));
@@ -306,9 +316,9 @@ static void test_synthetic(void) {
   CHECK(same_as_c == 0, "%d samples equal across seeds", same_as_c);
   CHECK(out_of_range == 0, "%d values or labels out of range", out_of_range);
   for (int k = 0; k < 10; k++) CHECK(hist[k] > 0, "class %d never drawn", k);
-  ddp_dataset_destroy(a);
-  ddp_dataset_destroy(b);
-  ddp_dataset_destroy(c);
+  ddp_dataset_destroy(&a);
+  ddp_dataset_destroy(&b);
+  ddp_dataset_destroy(&c);
   ddp_dataset_t *d = NULL;
   o.count = 0;
   CHECK_ST(ddp_dataset_synthetic(&o, &d), DDP_EINVAL);

@@ -16,8 +16,8 @@ typedef struct {
 /* Reads a whole epoch with the given depth; returns the number of batches. */
 static size_t run_epoch(ddp_sampler_t *s, ddp_dataset_t *ds, size_t batch, int drop, int depth,
                         uint64_t epoch, saved_t *out, size_t max_batches, size_t elems) {
-  ddp_loader_options_t o;
-  ddp_loader_options_default(&o);
+  ddp_loader_opts_t o;
+  ddp_loader_opts_default(&o);
   o.batch_size = batch;
   o.drop_last_batch = drop;
   o.prefetch_depth = depth;
@@ -44,7 +44,7 @@ static size_t run_epoch(ddp_sampler_t *s, ddp_dataset_t *ds, size_t batch, int d
   CHECK(n == nb, "depth %d: %zu batches, num_batches says %zu", depth, n, nb);
   CHECK_OK(ddp_loader_next(l, &b)); /* stays at the end */
   CHECK(b.count == 0, "batch after the end of the epoch");
-  ddp_loader_destroy(l);
+  ddp_loader_destroy(&l);
   return n;
 }
 
@@ -100,8 +100,8 @@ static void compare_depths(ddp_sampler_t *s, ddp_dataset_t *ds, size_t elems, co
 }
 
 static void test_lifecycle(ddp_sampler_t *s, ddp_dataset_t *ds, size_t elems) {
-  ddp_loader_options_t o;
-  ddp_loader_options_default(&o);
+  ddp_loader_opts_t o;
+  ddp_loader_opts_default(&o);
   CHECK(o.batch_size == 64 && o.prefetch_depth == 2 && o.drop_last_batch == 0, "defaults");
   o.batch_size = 16;
   o.prefetch_depth = 4;
@@ -124,13 +124,13 @@ static void test_lifecycle(ddp_sampler_t *s, ddp_dataset_t *ds, size_t elems) {
         "restart: got batch %zu of epoch %llu", b.batch, (unsigned long long)b.epoch);
   /* destroy mid-epoch while the thread waits for a free slot */
   CHECK_OK(ddp_loader_next(l, &b));
-  ddp_loader_destroy(l);
+  ddp_loader_destroy(&l);
   /* destroy right after the start, while the thread is filling */
   l = NULL;
   CHECK_OK(ddp_loader_create(s, ds, &o, &l));
   CHECK_OK(ddp_loader_start_epoch(l, 2));
-  ddp_loader_destroy(l);
-  ddp_loader_destroy(NULL);
+  ddp_loader_destroy(&l);
+  CHECK_OK(ddp_loader_destroy(NULL));
 
   /* bad arguments */
   l = (ddp_loader_t *)&o;
@@ -151,35 +151,35 @@ static void test_lifecycle(ddp_sampler_t *s, ddp_dataset_t *ds, size_t elems) {
   o.drop_last_batch = 0;
   CHECK_ST(ddp_loader_create(NULL, ds, &o, &l), DDP_EINVAL);
   CHECK_ST(ddp_loader_create(s, NULL, &o, &l), DDP_EINVAL);
-  ddp_sampler_options_t so;
-  ddp_sampler_options_default(&so);
+  ddp_sampler_opts_t so;
+  ddp_sampler_opts_default(&so);
   so.dataset_size = 999;
   ddp_sampler_t *other = NULL;
   CHECK_OK(ddp_sampler_create(&so, &other));
   CHECK_ST(ddp_loader_create(other, ds, &o, &l), DDP_EINVAL);
   CHECK_MSG("dataset_size 999");
   CHECK(l == (ddp_loader_t *)&o, "output written on error");
-  ddp_sampler_destroy(other);
+  ddp_sampler_destroy(&other);
   CHECK_ST(ddp_loader_next(NULL, &b), DDP_EINVAL);
   CHECK_ST(ddp_loader_start_epoch(NULL, 0), DDP_EINVAL);
   (void)elems;
 }
 
 int main(int argc, char **argv) {
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
     fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
     return 1;
   }
   int rank = 0, size = 1;
-  CHECK_OK(ddp_comm_rank(&comm, &rank));
-  CHECK_OK(ddp_comm_size(&comm, &size));
+  CHECK_OK(ddp_comm_rank(comm, &rank));
+  CHECK_OK(ddp_comm_size(comm, &size));
 
-  ddp_synthetic_options_t so = {.count = 1000, .ndim = 1, .dims = {7}, .classes = 5, .seed = 9};
+  ddp_synthetic_opts_t so = {.count = 1000, .ndim = 1, .dims = {7}, .classes = 5, .seed = 9};
   ddp_dataset_t *syn = NULL;
   CHECK_OK(ddp_dataset_synthetic(&so, &syn));
-  ddp_sampler_options_t o;
-  ddp_sampler_options_default(&o);
+  ddp_sampler_opts_t o;
+  ddp_sampler_opts_default(&o);
   o.dataset_size = 1000;
   o.num_replicas = size;
   o.rank = rank;
@@ -190,8 +190,8 @@ int main(int argc, char **argv) {
     compare_depths(s, syn, 7, "synthetic", 1000);
     test_lifecycle(s, syn, 7);
   }
-  ddp_sampler_destroy(s);
-  ddp_dataset_destroy(syn);
+  ddp_sampler_destroy(&s);
+  ddp_dataset_destroy(&syn);
 
   ddp_dataset_t *fm = NULL;
   if (ddp_dataset_open_fmnist(NULL, 1, &fm) == DDP_OK) {
@@ -199,8 +199,8 @@ int main(int argc, char **argv) {
     s = NULL;
     CHECK_OK(ddp_sampler_create(&o, &s));
     if (s) compare_depths(s, fm, 784, "fashion-mnist", 12); /* all batches, the first 12 kept */
-    ddp_sampler_destroy(s);
-    ddp_dataset_destroy(fm);
+    ddp_sampler_destroy(&s);
+    ddp_dataset_destroy(&fm);
   } else if (rank == 0) {
     printf("sampler_loader: Fashion-MNIST not installed (%s): its checks skipped\n",
            ddp_last_error());

@@ -9,8 +9,8 @@
 
 static void check_union(MPI_Comm mpi, int rank, int size, uint64_t n, int shuffle, int drop_last,
                         uint64_t seed, uint64_t epoch) {
-  ddp_sampler_options_t o;
-  ddp_sampler_options_default(&o);
+  ddp_sampler_opts_t o;
+  ddp_sampler_opts_default(&o);
   o.dataset_size = n;
   o.num_replicas = size;
   o.rank = rank;
@@ -64,13 +64,13 @@ static void check_union(MPI_Comm mpi, int rank, int size, uint64_t n, int shuffl
   free(mine);
   free(perm);
   free(all);
-  ddp_sampler_destroy(s);
-  ddp_sampler_destroy(whole);
+  ddp_sampler_destroy(&s);
+  ddp_sampler_destroy(&whole);
 }
 
 static void check_batches(int rank, int size) {
-  ddp_sampler_options_t o;
-  ddp_sampler_options_default(&o);
+  ddp_sampler_opts_t o;
+  ddp_sampler_opts_default(&o);
   o.dataset_size = 1003;
   o.num_replicas = size;
   o.rank = rank;
@@ -114,12 +114,12 @@ static void check_batches(int rank, int size) {
   CHECK_ST(ddp_sampler_length(NULL, &c), DDP_EINVAL);
   CHECK_ST(ddp_sampler_set_epoch(NULL, 1), DDP_EINVAL);
   free(mine);
-  ddp_sampler_destroy(s);
+  ddp_sampler_destroy(&s);
 }
 
 static void check_options(void) {
-  ddp_sampler_options_t o;
-  CHECK(ddp_sampler_options_default(&o) == &o && o.shuffle == 1 && o.num_replicas == 1 &&
+  ddp_sampler_opts_t o;
+  CHECK(ddp_sampler_opts_default(&o) == DDP_OK && o.shuffle == 1 && o.num_replicas == 1 &&
             o.seed == 0 && o.drop_last == 0 && o.rank == 0,
         "defaults are not PyTorch's");
   ddp_sampler_t *s = (ddp_sampler_t *)&o;
@@ -151,21 +151,21 @@ static void check_options(void) {
   CHECK_OK(ddp_sampler_length(s, &len));
   CHECK_OK(ddp_sampler_indices(s, NULL, 0, &c));
   CHECK(len == 0 && c == 0, "empty dataset: length %zu", len);
-  ddp_sampler_destroy(s);
-  ddp_sampler_destroy(NULL);
+  ddp_sampler_destroy(&s);
+  CHECK_OK(ddp_sampler_destroy(NULL));
 }
 
 int main(int argc, char **argv) {
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
     fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
     return 1;
   }
   int rank = 0, size = 1;
-  CHECK_OK(ddp_comm_rank(&comm, &rank));
-  CHECK_OK(ddp_comm_size(&comm, &size));
+  CHECK_OK(ddp_comm_rank(comm, &rank));
+  CHECK_OK(ddp_comm_size(comm, &size));
   MPI_Comm mpi;
-  CHECK_OK(ddp_comm_mpi(&comm, DDP_COMM_WORLD, &mpi));
+  CHECK_OK(ddp_comm_mpi(comm, DDP_COMM_WORLD, &mpi));
 
   const uint64_t sizes[] = {1, 2, 7, 10, 101, 1000, 60000};
   for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
@@ -175,14 +175,14 @@ int main(int argc, char **argv) {
 
   /* uneven local step counts: rank r has 10 + 3r steps */
   uint64_t mn = 0, mx = 0;
-  CHECK_OK(ddp_sampler_agree_steps(&comm, 10 + 3 * (uint64_t)rank, &mn, &mx));
+  CHECK_OK(ddp_sampler_agree_steps(comm, 10 + 3 * (uint64_t)rank, &mn, &mx));
   CHECK(mn == 10 && mx == 10 + 3 * (uint64_t)(size - 1), "agree: min %llu max %llu",
         (unsigned long long)mn, (unsigned long long)mx);
-  CHECK_OK(ddp_sampler_agree_steps(&comm, rank == 0 ? UINT64_MAX : 0, &mn, &mx));
+  CHECK_OK(ddp_sampler_agree_steps(comm, rank == 0 ? UINT64_MAX : 0, &mn, &mx));
   CHECK(mn == (size > 1 ? 0 : UINT64_MAX) && mx == UINT64_MAX, "agree extremes: %llu %llu",
         (unsigned long long)mn, (unsigned long long)mx);
   CHECK_ST(ddp_sampler_agree_steps(NULL, 1, &mn, &mx), DDP_EINVAL);
-  CHECK_ST(ddp_sampler_agree_steps(&comm, 1, NULL, &mx), DDP_EINVAL);
+  CHECK_ST(ddp_sampler_agree_steps(comm, 1, NULL, &mx), DDP_EINVAL);
 
   check_batches(rank, size);
   check_options();

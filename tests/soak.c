@@ -295,13 +295,13 @@ static mem_t mem_now(void) {
 static long rss_kb(void) { return mem_now().rss; }
 
 int main(int argc, char **argv) {
-  ddp_comm_t comm;
+  ddp_comm_t *comm = NULL;
   if (ddp_init(&argc, &argv, MPI_COMM_NULL, &comm) != DDP_OK) {
     fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
     return 1;
   }
-  ddp_comm_rank(&comm, &rank_);
-  ddp_comm_size(&comm, &size_);
+  ddp_comm_rank(comm, &rank_);
+  ddp_comm_size(comm, &size_);
   uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : 20000;
   size_t w = argc > 2 ? (size_t)strtoul(argv[2], NULL, 10) : 16;
   rng_state = argc > 3 ? strtoull(argv[3], NULL, 10) : 12345;
@@ -320,7 +320,7 @@ int main(int argc, char **argv) {
     ddp_coll_opts_default(&o);
     o.algo = *a;
     float probe[64];
-    if (ddp_allreduce_choice(&comm, probe, 64, DDP_F32, &o, &name) == DDP_OK) algos[nalgos++] = *a;
+    if (ddp_allreduce_choice(comm, probe, 64, DDP_F32, &o, &name) == DDP_OK) algos[nalgos++] = *a;
   }
   slot_t *slots = calloc(w, sizeof *slots);
   /* Priming: every kind and algorithm once at the largest size, in and out of place, so
@@ -334,13 +334,13 @@ int main(int argc, char **argv) {
         ddp_coll_opts_t o;
         ddp_coll_opts_default(&o);
         o.algo = i < nalgos ? algos[i] : NULL;
-        CHECK_OK(ddp_allreduce(&comm, ip ? DDP_IN_PLACE : a, b, max_elems_, DDP_F64, DDP_SUM, &o));
+        CHECK_OK(ddp_allreduce(comm, ip ? DDP_IN_PLACE : a, b, max_elems_, DDP_F64, DDP_SUM, &o));
       }
     for (int ip = 0; ip < 2; ip++) {
-      CHECK_OK(ddp_broadcast(&comm, a, max_elems_, DDP_F64, 0, NULL));
-      CHECK_OK(ddp_allgather(&comm, ip ? (void *)(b + (size_t)rank_ * max_elems_) : a, b,
+      CHECK_OK(ddp_broadcast(comm, a, max_elems_, DDP_F64, 0, NULL));
+      CHECK_OK(ddp_allgather(comm, ip ? (void *)(b + (size_t)rank_ * max_elems_) : a, b,
                              max_elems_, DDP_F64, NULL));
-      CHECK_OK(ddp_reduce_scatter(&comm, ip ? b : a, b, max_elems_, DDP_F64, DDP_SUM, NULL));
+      CHECK_OK(ddp_reduce_scatter(comm, ip ? b : a, b, max_elems_, DDP_F64, DDP_SUM, NULL));
     }
     free(a);
     free(b);
@@ -372,7 +372,7 @@ int main(int argc, char **argv) {
       if (r > rss_max) rss_max = r;
       if (trace && k % 2000 == 0) printf("[rank %d] #%" PRIu64 " RSS %ld kB\n", rank_, k, r);
     }
-    post(&comm, s, k, algos, nalgos);
+    post(comm, s, k, algos, nalgos);
   }
   for (size_t i = 0; i < w; i++) complete(&slots[(n + i) % w], per_kind, &wrong_total, &bytes_total);
   double dt = MPI_Wtime() - t0;

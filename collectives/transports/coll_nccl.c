@@ -72,7 +72,7 @@ static ddp_status_t nccl_break(ddp__devcoll_t *dc, ddp_status_t st) {
 typedef struct {
   ddp__device_t *d;
   ncclComm_t nc;
-  ddp_event_t ev; /* NULL: wait for the communicator's state to leave ncclInProgress */
+  ddp_event_t *ev; /* NULL: wait for the communicator's state to leave ncclInProgress */
   const char *what;
 } nccl_wait_t;
 
@@ -193,7 +193,7 @@ static ddp_status_t nccl_comm(ddp__devcoll_t *dc, ncclComm_t *out) {
 
 /* ---- collectives --------------------------------------------------------------------------- */
 static ddp_status_t nccl_enqueue(ddp__devcoll_t *dc, ncclComm_t nc, const ddp__dev_call_t *call,
-                                 ddp_stream_t s) {
+                                 ddp_stream_t *s) {
   ddp__comm_t *c = dc->c;
   ncclDataType_t t = ncclFloat32;
   DDP_TRY(nccl_type(call->dtype, &t));
@@ -227,13 +227,13 @@ static ddp_status_t nccl_enqueue(ddp__devcoll_t *dc, ncclComm_t nc, const ddp__d
   return DDP_OK;
 }
 
-ddp_status_t ddp__nccl_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call, ddp_stream_t stream) {
+ddp_status_t ddp__nccl_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call, ddp_stream_t *stream) {
   ddp__device_t *d = dc->d;
   const ddp__devimpl_t *im = d->impl;
   ncclComm_t nc = NULL;
   DDP_TRY(nccl_comm(dc, &nc));
   /* NCCL's stream waits for the caller's work posted before the call, and only for that. */
-  ddp_stream_t ns = dc->s_h2d;
+  ddp_stream_t *ns = dc->s_h2d;
   ddp_status_t st = im->stream_wait(d, ns, call->ev_in);
   if (st == DDP_OK) st = nccl_enqueue(dc, nc, call, ns);
   if (st == DDP_OK) st = im->event_record(d, dc->ev_done, ns);
@@ -268,7 +268,7 @@ void ddp__nccl_free(ddp__devcoll_t *dc) {
 }
 
 #else
-ddp_status_t ddp__nccl_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call, ddp_stream_t stream) {
+ddp_status_t ddp__nccl_run(ddp__devcoll_t *dc, const ddp__dev_call_t *call, ddp_stream_t *stream) {
   (void)dc;
   (void)call;
   (void)stream;

@@ -40,11 +40,9 @@ static ddp_status_t agree(MPI_Comm comm, ddp_status_t st, const char *phase) {
 
 ddp_status_t ddp__comm_get(const ddp_comm_t *comm, const char *argname, ddp__comm_t **impl) {
   if (comm == NULL) return ddp__error(DDP_EINVAL, "%s is NULL", argname);
-  if (comm->magic_ == DDP__COMM_CLOSED)
-    return ddp__error(DDP_ESTATE, "%s was destroyed (ddp_comm_destroy/ddp_finalize called)", argname);
-  if (comm->magic_ != DDP__COMM_MAGIC || comm->impl_ == NULL)
+  if (comm->magic != DDP__COMM_MAGIC)
     return ddp__error(DDP_EINVAL, "%s (%p) is not an initialised communicator", argname, (const void *)comm);
-  *impl = comm->impl_;
+  *impl = (ddp__comm_t *)comm;
   return DDP_OK;
 }
 
@@ -100,7 +98,7 @@ static void probe_shm(ddp__comm_t *c) {
   c->shm_ok = all;
 }
 
-static ddp_status_t comm_create(MPI_Comm base, int mpi_owned, ddp_comm_t *comm,
+static ddp_status_t comm_create(MPI_Comm base, int mpi_owned, ddp_comm_t **out,
                                 const ddp__comm_layer_t *layers, int nlayers) {
   ddp__comm_t *c = calloc(1, sizeof *c);
   int base_size = 0;
@@ -193,8 +191,8 @@ static ddp_status_t comm_create(MPI_Comm base, int mpi_owned, ddp_comm_t *comm,
     DDP_LOG(c, DDP_LOG_INFO, "no GPU bound: host mode (%d device(s) visible)", c->gpu_count);
   else
     DDP_LOG(c, DDP_LOG_INFO, "bound to GPU %d of %d", c->device, c->gpu_count);
-  comm->impl_ = c;
-  comm->magic_ = DDP__COMM_MAGIC;
+  c->magic = DDP__COMM_MAGIC;
+  *out = c;
   return DDP_OK;
 
 fail:
@@ -205,9 +203,9 @@ fail:
   return st;
 }
 
-ddp_status_t ddp__comm_create(MPI_Comm base, ddp_comm_t *comm, const ddp__comm_layer_t *layers,
+ddp_status_t ddp__comm_create(MPI_Comm base, ddp_comm_t **out, const ddp__comm_layer_t *layers,
                               int nlayers) {
-  DDP_CHECK_ARG(comm != NULL, "comm is NULL");
+  DDP_CHECK_ARG(out != NULL, "comm (the address of the handle to create) is NULL");
   int init = 0, fin = 0;
   MPI_Initialized(&init);
   MPI_Finalized(&fin);
@@ -215,13 +213,12 @@ ddp_status_t ddp__comm_create(MPI_Comm base, ddp_comm_t *comm, const ddp__comm_l
     return ddp__error(DDP_ESTATE, "MPI is %s: call ddp_init or MPI_Init_thread first",
                       fin ? "already finalised" : "not initialised");
   if (base == MPI_COMM_NULL) base = MPI_COMM_WORLD;
-  memset(comm, 0, sizeof *comm);
-  return comm_create(base, 0, comm, layers, nlayers);
+  return comm_create(base, 0, out, layers, nlayers);
 }
 
-ddp_status_t ddp__init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t *comm,
+ddp_status_t ddp__init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t **out,
                        const ddp__comm_layer_t *layers, int nlayers) {
-  DDP_CHECK_ARG(comm != NULL, "comm is NULL");
+  DDP_CHECK_ARG(out != NULL, "comm (the address of the handle to create) is NULL");
   DDP_CHECK_ARG((argc == NULL) == (argv == NULL), "argc (%p) and argv (%p) must both be set or both NULL",
                 (void *)argc, (void *)argv);
   int init = 0, fin = 0, provided = 0;
@@ -235,15 +232,15 @@ ddp_status_t ddp__init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t *comm,
     owned = 1;
   }
   if (base == MPI_COMM_NULL) base = MPI_COMM_WORLD;
-  memset(comm, 0, sizeof *comm);
-  ddp_status_t st = comm_create(base, owned, comm, layers, nlayers);
+  ddp_status_t st = comm_create(base, owned, out, layers, nlayers);
   if (st != DDP_OK && owned) MPI_Finalize();
   return st;
 }
 
-ddp_status_t ddp_comm_destroy(ddp_comm_t *comm) {
+ddp_status_t ddp_comm_destroy(ddp_comm_t **comm) {
   ddp__comm_t *c = NULL;
-  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  if (comm == NULL || *comm == NULL) return DDP_OK;
+  DDP_TRY(ddp__comm_get(*comm, "*comm", &c));
   int busy = atomic_load(&c->users);
   ddp_status_t st = busy ? ddp__error(DDP_EBUSY, "comm is still used by %d handle(s) (reducer, loader or request): destroy them first", busy)
                          : DDP_OK;
@@ -255,18 +252,19 @@ ddp_status_t ddp_comm_destroy(ddp_comm_t *comm) {
   ddp__timeline_close(c->timeline);
   ddp__logger_close(&c->log);
   free_comms(c);
+  c->magic = 0;
   free(c);
-  comm->impl_ = NULL;
-  comm->magic_ = DDP__COMM_CLOSED;
+  *comm = NULL;
   return wst;
 }
 
-ddp_status_t ddp_finalize(ddp_comm_t *comm) {
+ddp_status_t ddp_finalize(ddp_comm_t **comm) {
   ddp__comm_t *c = NULL;
-  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  if (comm == NULL || *comm == NULL) return DDP_OK;
+  DDP_TRY(ddp__comm_get(*comm, "*comm", &c));
   int owned = c->mpi_owned;
   ddp_status_t st = ddp_comm_destroy(comm);
-  if (comm->magic_ != DDP__COMM_CLOSED) return st; /* refused: nothing was destroyed */
+  if (*comm != NULL) return st; /* refused: nothing was destroyed */
   if (owned) {
     int fin = 0;
     MPI_Finalized(&fin);

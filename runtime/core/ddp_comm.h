@@ -11,28 +11,27 @@
 extern "C" {
 #endif
 
-/* A communicator is a caller-allocated handle (libuv style): `ddp_comm_t comm;` then
- * ddp_init()/ddp_comm_create() fill it and ddp_finalize()/ddp_comm_destroy() close it.
- * Because the caller owns the memory, any call on a closed communicator is detected and
- * returns DDP_ESTATE instead of touching freed memory. Fields are private. */
-typedef struct ddp_comm {
-  uint64_t magic_;
-  struct ddp__comm *impl_;
-} ddp_comm_t;
+/* A communicator is an opaque handle, like every handle of the library: created by
+ * `ddp_init(..., &comm)` or `ddp_comm_create(..., &comm)` into a `ddp_comm_t *comm`, destroyed by
+ * `ddp_finalize(&comm)` / `ddp_comm_destroy(&comm)`, which set the caller's pointer to NULL (a
+ * later call with it is DDP_EINVAL "comm is NULL", never a use of freed memory). */
+typedef struct ddp_comm ddp_comm_t;
 
 /* Initialises MPI if needed (MPI_Init_thread asking for MPI_THREAD_MULTIPLE) and creates a
  * communicator over a duplicate of `base` (MPI_COMM_NULL means MPI_COMM_WORLD). When MPI was
  * already initialised by the caller, it is adopted and never finalised by the library.
  * argc/argv may be NULL. Collective over `base`. */
-DDP_API ddp_status_t ddp_init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t *comm);
-/* Destroys the communicator and finalises MPI if ddp_init initialised it.
- * DDP_EBUSY while a reducer, loader or request still uses it. Collective. */
-DDP_API ddp_status_t ddp_finalize(ddp_comm_t *comm);
+DDP_API ddp_status_t ddp_init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t **out);
+/* Destroys the communicator, finalises MPI if ddp_init initialised it, and sets *comm = NULL
+ * (comm == NULL or *comm == NULL: nothing to do, DDP_OK). DDP_EBUSY while a reducer, loader
+ * or request still uses it (nothing is destroyed, *comm is kept). Collective. */
+DDP_API ddp_status_t ddp_finalize(ddp_comm_t **comm);
 
 /* Creates a communicator over a duplicate of `base`; MPI must be initialised. Collective. */
-DDP_API ddp_status_t ddp_comm_create(MPI_Comm base, ddp_comm_t *comm);
-/* DDP_EBUSY while another handle uses it (nothing is destroyed then). Collective. */
-DDP_API ddp_status_t ddp_comm_destroy(ddp_comm_t *comm);
+DDP_API ddp_status_t ddp_comm_create(MPI_Comm base, ddp_comm_t **out);
+/* Destroys it and sets *comm = NULL (NULL or *comm == NULL: DDP_OK). DDP_EBUSY while another
+ * handle uses it (nothing is destroyed then, *comm is kept). Collective. */
+DDP_API ddp_status_t ddp_comm_destroy(ddp_comm_t **comm);
 
 typedef struct ddp_comm_info {
   int rank, size;             /* in the world communicator */

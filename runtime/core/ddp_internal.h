@@ -107,7 +107,6 @@ DDP_HIDDEN void ddp__timeline_close(ddp__timeline_t *tl);
 
 /* ---- the communicator ------------------------------------------------------------------ */
 #define DDP__COMM_MAGIC 0x6464705f636f6d6dULL /* "ddp_comm" */
-#define DDP__COMM_CLOSED 0x6464705f636c6f73ULL /* "ddp_clos" */
 
 /* Extension state of the layers that keep some on the communicator; each allocates its own in
  * its init hook and frees it in its fini hook. The core never looks inside the upper layers'. */
@@ -115,7 +114,8 @@ struct ddp__coll;    /* collectives/: progress engine, shared pool, algorithm st
 struct ddp__device;  /* runtime/device/: device layer, streams, staging buffers, NCCL */
 struct ddp__guard;   /* runtime/core/guard.c: watchdog and collective fingerprints */
 
-typedef struct ddp__comm ddp__comm_t;
+/* The public opaque ddp_comm_t is this structure. */
+typedef struct ddp_comm ddp__comm_t;
 /* The hooks of a layer above the core that keeps state on the communicator. Comm create runs,
  * after the MPI communicators, logger and timeline exist: every `probe` (may be NULL), each
  * agreed across the world on its own under the name `probe_phase`; then every `init` in table
@@ -129,7 +129,8 @@ typedef struct ddp__comm_layer {
   void (*fini)(ddp__comm_t *c);
 } ddp__comm_layer_t;
 
-struct ddp__comm {
+struct ddp_comm {
+  uint64_t magic;  /* DDP__COMM_MAGIC while alive: catches pointers that are not communicators */
   MPI_Comm world; /* dup of the caller's base communicator */
   MPI_Comm node;  /* ranks of this (possibly virtual) node */
   MPI_Comm cross; /* ranks with the same local rank, one per node */
@@ -156,8 +157,8 @@ struct ddp__comm {
   int nlayers;
 };
 
-/* Checks the handle and returns its implementation; DDP_EINVAL for NULL, DDP_ESTATE for a
- * destroyed communicator. `argname` names the argument in the message. */
+/* Checks the handle and returns it as the implementation type; DDP_EINVAL for NULL or a
+ * pointer that is not a live communicator. `argname` names the argument in the message. */
 DDP_HIDDEN ddp_status_t ddp__comm_get(const ddp_comm_t *comm, const char *argname,
                                       ddp__comm_t **impl);
 /* Other handles register while they use the communicator. */
@@ -165,9 +166,9 @@ DDP_HIDDEN void ddp__comm_retain(ddp__comm_t *c);
 DDP_HIDDEN void ddp__comm_release(ddp__comm_t *c);
 
 /* ddp_comm_create and ddp_init with the hooks of the layers above (ddp__comm_layer_t). */
-DDP_HIDDEN ddp_status_t ddp__comm_create(MPI_Comm base, ddp_comm_t *comm,
+DDP_HIDDEN ddp_status_t ddp__comm_create(MPI_Comm base, ddp_comm_t **out,
                                          const ddp__comm_layer_t *layers, int nlayers);
-DDP_HIDDEN ddp_status_t ddp__init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t *comm,
+DDP_HIDDEN ddp_status_t ddp__init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t **out,
                                   const ddp__comm_layer_t *layers, int nlayers);
 /* The guard's own pair (core), run after the upper layers' inits and before their finis. */
 DDP_HIDDEN ddp_status_t ddp__guard_comm_init(ddp__comm_t *c);

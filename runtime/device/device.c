@@ -56,9 +56,9 @@ ddp_status_t ddp__device_bind_thread(ddp__comm_t *c) {
 }
 
 /* The pool is used from the posting threads and the progress engine at once: its own lock. */
-ddp_status_t ddp__device_event_get(ddp__device_t *d, ddp_event_t *ev) {
+ddp_status_t ddp__device_event_get(ddp__device_t *d, ddp_event_t **ev) {
   pthread_mutex_lock(&d->pool_mu);
-  ddp_event_t e = d->npool > 0 ? d->pool[--d->npool] : NULL;
+  ddp_event_t *e = d->npool > 0 ? d->pool[--d->npool] : NULL;
   pthread_mutex_unlock(&d->pool_mu);
   if (e) {
     *ev = e;
@@ -67,7 +67,7 @@ ddp_status_t ddp__device_event_get(ddp__device_t *d, ddp_event_t *ev) {
   return d->impl->event_create(d, ev);
 }
 
-void ddp__device_event_put(ddp__device_t *d, ddp_event_t ev) {
+void ddp__device_event_put(ddp__device_t *d, ddp_event_t *ev) {
   if (!ev) return;
   pthread_mutex_lock(&d->pool_mu);
   int kept = d->npool < (int)(sizeof d->pool / sizeof d->pool[0]);
@@ -119,9 +119,8 @@ static ddp_status_t check_count(size_t count, ddp_dtype_t dtype, size_t *bytes) 
 }
 
 ddp_device_kind_t ddp_device_kind(const ddp_comm_t *comm) {
-  ddp__comm_t *c = NULL;
-  if (!comm || comm->magic_ != DDP__COMM_MAGIC || !comm->impl_) return DDP_DEVICE_NONE;
-  c = comm->impl_;
+  if (!comm || comm->magic != DDP__COMM_MAGIC) return DDP_DEVICE_NONE;
+  const ddp__comm_t *c = comm;
   return c->dev ? c->dev->kind : DDP_DEVICE_NONE;
 }
 
@@ -169,44 +168,48 @@ ddp_status_t ddp_host_free_pinned(ddp_comm_t *comm, void *ptr) {
 }
 
 int ddp_device_is_device_ptr(const ddp_comm_t *comm, const void *ptr) {
-  if (!comm || comm->magic_ != DDP__COMM_MAGIC || !comm->impl_ || !ptr) return 0;
-  ddp__device_t *d = comm->impl_->dev;
+  if (!comm || comm->magic != DDP__COMM_MAGIC || !ptr) return 0;
+  ddp__device_t *d = comm->dev;
   return d ? d->impl->is_dev(d, ptr, 0) : 0;
 }
 
-ddp_status_t ddp_stream_create(ddp_comm_t *comm, ddp_stream_t *stream) {
+ddp_status_t ddp_stream_create(ddp_comm_t *comm, ddp_stream_t **stream) {
   DDP_CHECK_ARG(stream != NULL, "stream is NULL");
   GET_DEV(comm, d);
   return d->impl->stream_create(d, stream);
 }
 
-ddp_status_t ddp_stream_destroy(ddp_comm_t *comm, ddp_stream_t stream) {
+ddp_status_t ddp_stream_destroy(ddp_comm_t *comm, ddp_stream_t **stream) {
   GET_DEV(comm, d);
-  DDP_CHECK_ARG(stream != NULL, "stream is NULL (the default stream cannot be destroyed)");
-  DDP_TRY(d->impl->check_stream(d, stream, "stream"));
-  return d->impl->stream_destroy(d, stream);
+  if (stream == NULL || *stream == NULL) return DDP_OK; /* the default stream is never destroyed */
+  DDP_TRY(d->impl->check_stream(d, *stream, "*stream"));
+  ddp_status_t st = d->impl->stream_destroy(d, *stream);
+  if (st == DDP_OK) *stream = NULL;
+  return st;
 }
 
-ddp_status_t ddp_stream_synchronize(ddp_comm_t *comm, ddp_stream_t stream) {
+ddp_status_t ddp_stream_synchronize(ddp_comm_t *comm, ddp_stream_t *stream) {
   GET_DEV(comm, d);
   DDP_TRY(d->impl->check_stream(d, stream, "stream"));
   return d->impl->stream_sync(d, stream);
 }
 
-ddp_status_t ddp_event_create(ddp_comm_t *comm, ddp_event_t *event) {
+ddp_status_t ddp_event_create(ddp_comm_t *comm, ddp_event_t **event) {
   DDP_CHECK_ARG(event != NULL, "event is NULL");
   GET_DEV(comm, d);
   return d->impl->event_create(d, event);
 }
 
-ddp_status_t ddp_event_destroy(ddp_comm_t *comm, ddp_event_t event) {
+ddp_status_t ddp_event_destroy(ddp_comm_t *comm, ddp_event_t **event) {
   GET_DEV(comm, d);
-  DDP_CHECK_ARG(event != NULL, "event is NULL");
-  DDP_TRY(d->impl->check_event(d, event, "event"));
-  return d->impl->event_destroy(d, event);
+  if (event == NULL || *event == NULL) return DDP_OK;
+  DDP_TRY(d->impl->check_event(d, *event, "*event"));
+  ddp_status_t st = d->impl->event_destroy(d, *event);
+  if (st == DDP_OK) *event = NULL;
+  return st;
 }
 
-ddp_status_t ddp_event_record(ddp_comm_t *comm, ddp_event_t event, ddp_stream_t stream) {
+ddp_status_t ddp_event_record(ddp_comm_t *comm, ddp_event_t *event, ddp_stream_t *stream) {
   GET_DEV(comm, d);
   DDP_CHECK_ARG(event != NULL, "event is NULL");
   DDP_TRY(d->impl->check_event(d, event, "event"));
@@ -214,7 +217,7 @@ ddp_status_t ddp_event_record(ddp_comm_t *comm, ddp_event_t event, ddp_stream_t 
   return d->impl->event_record(d, event, stream);
 }
 
-ddp_status_t ddp_stream_wait_event(ddp_comm_t *comm, ddp_stream_t stream, ddp_event_t event) {
+ddp_status_t ddp_stream_wait_event(ddp_comm_t *comm, ddp_stream_t *stream, ddp_event_t *event) {
   GET_DEV(comm, d);
   DDP_CHECK_ARG(event != NULL, "event is NULL");
   DDP_TRY(d->impl->check_event(d, event, "event"));
@@ -222,14 +225,14 @@ ddp_status_t ddp_stream_wait_event(ddp_comm_t *comm, ddp_stream_t stream, ddp_ev
   return d->impl->stream_wait(d, stream, event);
 }
 
-ddp_status_t ddp_event_synchronize(ddp_comm_t *comm, ddp_event_t event) {
+ddp_status_t ddp_event_synchronize(ddp_comm_t *comm, ddp_event_t *event) {
   GET_DEV(comm, d);
   DDP_CHECK_ARG(event != NULL, "event is NULL");
   DDP_TRY(d->impl->check_event(d, event, "event"));
   return d->impl->event_sync(d, event);
 }
 
-ddp_status_t ddp_event_query(ddp_comm_t *comm, ddp_event_t event, int *done) {
+ddp_status_t ddp_event_query(ddp_comm_t *comm, ddp_event_t *event, int *done) {
   DDP_CHECK_ARG(done != NULL, "done is NULL");
   GET_DEV(comm, d);
   DDP_CHECK_ARG(event != NULL, "event is NULL");
@@ -238,7 +241,7 @@ ddp_status_t ddp_event_query(ddp_comm_t *comm, ddp_event_t event, int *done) {
 }
 
 ddp_status_t ddp_memcpy_async(ddp_comm_t *comm, void *dst, const void *src, size_t bytes,
-                              ddp_stream_t stream) {
+                              ddp_stream_t *stream) {
   GET_DEV(comm, d);
   if (bytes > 0) {
     DDP_CHECK_ARG(dst != NULL, "dst is NULL");
@@ -250,7 +253,7 @@ ddp_status_t ddp_memcpy_async(ddp_comm_t *comm, void *dst, const void *src, size
 }
 
 ddp_status_t ddp_memset_async(ddp_comm_t *comm, void *dst, int value, size_t bytes,
-                              ddp_stream_t stream) {
+                              ddp_stream_t *stream) {
   GET_DEV(comm, d);
   DDP_TRY(check_dev_buf(d, dst, bytes, "dst"));
   DDP_TRY(d->impl->check_stream(d, stream, "stream"));
@@ -258,7 +261,7 @@ ddp_status_t ddp_memset_async(ddp_comm_t *comm, void *dst, int value, size_t byt
   return d->impl->memset_async(d, dst, value, bytes, stream);
 }
 
-ddp_status_t ddp_launch_host_func(ddp_comm_t *comm, ddp_stream_t stream, void (*fn)(void *arg),
+ddp_status_t ddp_launch_host_func(ddp_comm_t *comm, ddp_stream_t *stream, void (*fn)(void *arg),
                                   void *arg) {
   DDP_CHECK_ARG(fn != NULL, "fn is NULL");
   GET_DEV(comm, d);
@@ -267,7 +270,7 @@ ddp_status_t ddp_launch_host_func(ddp_comm_t *comm, ddp_stream_t stream, void (*
 }
 
 ddp_status_t ddp_device_reduce_async(ddp_comm_t *comm, void *dst, const void *src, size_t count,
-                                     ddp_dtype_t dtype, ddp_op_t op, ddp_stream_t stream) {
+                                     ddp_dtype_t dtype, ddp_op_t op, ddp_stream_t *stream) {
   GET_DEV(comm, d);
   size_t bytes = 0;
   DDP_TRY(check_count(count, dtype, &bytes));
@@ -281,7 +284,7 @@ ddp_status_t ddp_device_reduce_async(ddp_comm_t *comm, void *dst, const void *sr
 }
 
 ddp_status_t ddp_device_scale_async(ddp_comm_t *comm, void *buf, size_t count, ddp_dtype_t dtype,
-                                    double factor, ddp_stream_t stream) {
+                                    double factor, ddp_stream_t *stream) {
   GET_DEV(comm, d);
   size_t bytes = 0;
   DDP_TRY(check_count(count, dtype, &bytes));
@@ -295,7 +298,7 @@ ddp_status_t ddp_device_scale_async(ddp_comm_t *comm, void *buf, size_t count, d
 
 ddp_status_t ddp_device_convert_async(ddp_comm_t *comm, void *dst, ddp_dtype_t dst_dtype,
                                       const void *src, ddp_dtype_t src_dtype, size_t count,
-                                      ddp_stream_t stream) {
+                                      ddp_stream_t *stream) {
   GET_DEV(comm, d);
   size_t sb = 0, db = 0;
   DDP_TRY(check_count(count, src_dtype, &sb));
@@ -314,7 +317,7 @@ ddp_status_t ddp_device_convert_async(ddp_comm_t *comm, void *dst, ddp_dtype_t d
 }
 
 ddp_status_t ddp_device_nonfinite_async(ddp_comm_t *comm, const void *buf, size_t count,
-                                        ddp_dtype_t dtype, int *flag, ddp_stream_t stream) {
+                                        ddp_dtype_t dtype, int *flag, ddp_stream_t *stream) {
   GET_DEV(comm, d);
   size_t bytes = 0;
   DDP_TRY(check_count(count, dtype, &bytes));

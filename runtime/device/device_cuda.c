@@ -118,66 +118,74 @@ static ddp_status_t cu_host_free(ddp__device_t *d, void *ptr) {
 }
 
 /* CUDA handles cannot be validated without risking a crash; the application may pass its own. */
-static ddp_status_t cu_check(ddp__device_t *d, void *h, const char *arg) {
+/* Any cudaStream_t / cudaEvent_t the application holds is valid here: nothing to look up. */
+static ddp_status_t cu_check_stream(ddp__device_t *d, ddp_stream_t *h, const char *arg) {
   (void)d;
   (void)h;
   (void)arg;
   return DDP_OK;
 }
 
-static ddp_status_t cu_stream_create(ddp__device_t *d, ddp_stream_t *out) {
-  DDP_TRY(bind(d));
-  cudaStream_t s;
-  CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  *out = (ddp_stream_t)s;
+static ddp_status_t cu_check_event(ddp__device_t *d, ddp_event_t *h, const char *arg) {
+  (void)d;
+  (void)h;
+  (void)arg;
   return DDP_OK;
 }
 
-static ddp_status_t cu_stream_destroy(ddp__device_t *d, ddp_stream_t s) {
+static ddp_status_t cu_stream_create(ddp__device_t *d, ddp_stream_t **out) {
+  DDP_TRY(bind(d));
+  cudaStream_t s;
+  CU(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  *out = (ddp_stream_t *)s;
+  return DDP_OK;
+}
+
+static ddp_status_t cu_stream_destroy(ddp__device_t *d, ddp_stream_t *s) {
   DDP_TRY(bind(d));
   CU(cudaStreamDestroy((cudaStream_t)s));
   return DDP_OK;
 }
 
-static ddp_status_t cu_stream_sync(ddp__device_t *d, ddp_stream_t s) {
+static ddp_status_t cu_stream_sync(ddp__device_t *d, ddp_stream_t *s) {
   DDP_TRY(bind(d));
   CU(cudaStreamSynchronize((cudaStream_t)s));
   return DDP_OK;
 }
 
-static ddp_status_t cu_event_create(ddp__device_t *d, ddp_event_t *out) {
+static ddp_status_t cu_event_create(ddp__device_t *d, ddp_event_t **out) {
   DDP_TRY(bind(d));
   cudaEvent_t e;
   CU(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  *out = (ddp_event_t)e;
+  *out = (ddp_event_t *)e;
   return DDP_OK;
 }
 
-static ddp_status_t cu_event_destroy(ddp__device_t *d, ddp_event_t e) {
+static ddp_status_t cu_event_destroy(ddp__device_t *d, ddp_event_t *e) {
   DDP_TRY(bind(d));
   CU(cudaEventDestroy((cudaEvent_t)e));
   return DDP_OK;
 }
 
-static ddp_status_t cu_event_record(ddp__device_t *d, ddp_event_t e, ddp_stream_t s) {
+static ddp_status_t cu_event_record(ddp__device_t *d, ddp_event_t *e, ddp_stream_t *s) {
   DDP_TRY(bind(d));
   CU(cudaEventRecord((cudaEvent_t)e, (cudaStream_t)s));
   return DDP_OK;
 }
 
-static ddp_status_t cu_stream_wait(ddp__device_t *d, ddp_stream_t s, ddp_event_t e) {
+static ddp_status_t cu_stream_wait(ddp__device_t *d, ddp_stream_t *s, ddp_event_t *e) {
   DDP_TRY(bind(d));
   CU(cudaStreamWaitEvent((cudaStream_t)s, (cudaEvent_t)e, 0));
   return DDP_OK;
 }
 
-static ddp_status_t cu_event_sync(ddp__device_t *d, ddp_event_t e) {
+static ddp_status_t cu_event_sync(ddp__device_t *d, ddp_event_t *e) {
   DDP_TRY(bind(d));
   CU(cudaEventSynchronize((cudaEvent_t)e));
   return DDP_OK;
 }
 
-static ddp_status_t cu_event_query(ddp__device_t *d, ddp_event_t e, int *done) {
+static ddp_status_t cu_event_query(ddp__device_t *d, ddp_event_t *e, int *done) {
   DDP_TRY(bind(d));
   cudaError_t r = cudaEventQuery((cudaEvent_t)e);
   if (r == cudaErrorNotReady) {
@@ -193,48 +201,48 @@ static ddp_status_t cu_event_query(ddp__device_t *d, ddp_event_t e, int *done) {
 }
 
 static ddp_status_t cu_memcpy(ddp__device_t *d, void *dst, const void *src, size_t bytes,
-                              ddp_stream_t s) {
+                              ddp_stream_t *s) {
   DDP_TRY(bind(d));
   CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)s));
   return DDP_OK;
 }
 
 static ddp_status_t cu_memset(ddp__device_t *d, void *dst, int value, size_t bytes,
-                              ddp_stream_t s) {
+                              ddp_stream_t *s) {
   DDP_TRY(bind(d));
   CU(cudaMemsetAsync(dst, value, bytes, (cudaStream_t)s));
   return DDP_OK;
 }
 
-static ddp_status_t cu_host_func(ddp__device_t *d, ddp_stream_t s, void (*fn)(void *), void *arg) {
+static ddp_status_t cu_host_func(ddp__device_t *d, ddp_stream_t *s, void (*fn)(void *), void *arg) {
   DDP_TRY(bind(d));
   CU(cudaLaunchHostFunc((cudaStream_t)s, fn, arg));
   return DDP_OK;
 }
 
 static ddp_status_t cu_reduce(ddp__device_t *d, void *dst, const void *src, size_t count,
-                              ddp_dtype_t dtype, ddp_op_t op, ddp_stream_t s) {
+                              ddp_dtype_t dtype, ddp_op_t op, ddp_stream_t *s) {
   DDP_TRY(bind(d));
   KERNEL(ddp__cuda_reduce(dst, src, count, (int)dtype, (int)op, s), "reduce");
   return DDP_OK;
 }
 
 static ddp_status_t cu_scale(ddp__device_t *d, void *buf, size_t count, ddp_dtype_t dtype,
-                             double factor, int divide, ddp_stream_t s) {
+                             double factor, int divide, ddp_stream_t *s) {
   DDP_TRY(bind(d));
   KERNEL(ddp__cuda_scale(buf, count, (int)dtype, factor, divide, s), "scale");
   return DDP_OK;
 }
 
 static ddp_status_t cu_convert(ddp__device_t *d, void *dst, ddp_dtype_t dst_dtype, const void *src,
-                               ddp_dtype_t src_dtype, size_t count, ddp_stream_t s) {
+                               ddp_dtype_t src_dtype, size_t count, ddp_stream_t *s) {
   DDP_TRY(bind(d));
   KERNEL(ddp__cuda_convert(dst, (int)dst_dtype, src, (int)src_dtype, count, s), "convert");
   return DDP_OK;
 }
 
 static ddp_status_t cu_nonfinite(ddp__device_t *d, const void *buf, size_t count, ddp_dtype_t dtype,
-                                 int *flag, ddp_stream_t s) {
+                                 int *flag, ddp_stream_t *s) {
   DDP_TRY(bind(d));
   KERNEL(ddp__cuda_nonfinite(buf, count, (int)dtype, flag, s), "nonfinite");
   return DDP_OK;
@@ -250,8 +258,8 @@ const ddp__devimpl_t ddp__devimpl_cuda = {
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
     .is_dev = cu_is_dev,
-    .check_stream = cu_check,
-    .check_event = cu_check,
+    .check_stream = cu_check_stream,
+    .check_event = cu_check_event,
     .stream_create = cu_stream_create,
     .stream_destroy = cu_stream_destroy,
     .stream_sync = cu_stream_sync,

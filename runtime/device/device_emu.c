@@ -15,7 +15,8 @@
 
 enum { OP_COPY, OP_SET, OP_FUNC, OP_WAIT, OP_REDUCE, OP_SCALE, OP_CONVERT, OP_NONFINITE };
 
-typedef struct emu_stream emu_stream_t;
+/* The emulation's streams and events are the public opaque types. */
+typedef struct ddp_stream emu_stream_t;
 
 typedef struct emu_op {
   int kind;
@@ -35,21 +36,21 @@ typedef struct emu_op {
   struct emu_op *next;
 } emu_op_t;
 
-struct emu_stream {
+struct ddp_stream {
   uint64_t magic;
   struct emu *e;
   pthread_t thread;
   emu_op_t *head, *tail;
   uint64_t queued, done;
   int stop, live, started;
-  struct emu_stream *next;
+  struct ddp_stream *next;
 };
 
-typedef struct emu_event {
+typedef struct ddp_event {
   uint64_t magic;
   emu_stream_t *s; /* NULL until recorded */
   uint64_t target;
-  struct emu_event *next;
+  struct ddp_event *next;
 } emu_event_t;
 
 typedef struct emu_alloc {
@@ -216,7 +217,7 @@ static ddp_status_t stream_new(emu_t *e, emu_stream_t **out) {
 }
 
 /* The stream a handle names; NULL = the default stream (started on first use). Holds e->mu. */
-static ddp_status_t resolve(emu_t *e, ddp_stream_t h, emu_stream_t **out) {
+static ddp_status_t resolve(emu_t *e, ddp_stream_t *h, emu_stream_t **out) {
   if (h) {
     *out = h;
     return DDP_OK;
@@ -226,7 +227,7 @@ static ddp_status_t resolve(emu_t *e, ddp_stream_t h, emu_stream_t **out) {
   return DDP_OK;
 }
 
-static ddp_status_t enqueue(ddp__device_t *d, ddp_stream_t h, const emu_op_t *tmpl) {
+static ddp_status_t enqueue(ddp__device_t *d, ddp_stream_t *h, const emu_op_t *tmpl) {
   BOUND(d);
   emu_t *e = E(d);
   emu_op_t *o = malloc(sizeof *o);
@@ -259,7 +260,7 @@ static void drain_all_locked(emu_t *e) {
     if (s->live) drain_locked(e, s);
 }
 
-static ddp_status_t emu_check_stream(ddp__device_t *d, ddp_stream_t h, const char *arg) {
+static ddp_status_t emu_check_stream(ddp__device_t *d, ddp_stream_t *h, const char *arg) {
   if (!h) return DDP_OK;
   emu_t *e = E(d);
   pthread_mutex_lock(&e->mu);
@@ -271,7 +272,7 @@ static ddp_status_t emu_check_stream(ddp__device_t *d, ddp_stream_t h, const cha
   return DDP_OK;
 }
 
-static ddp_status_t emu_check_event(ddp__device_t *d, ddp_event_t h, const char *arg) {
+static ddp_status_t emu_check_event(ddp__device_t *d, ddp_event_t *h, const char *arg) {
   emu_t *e = E(d);
   pthread_mutex_lock(&e->mu);
   int ok = 0;
@@ -282,7 +283,7 @@ static ddp_status_t emu_check_event(ddp__device_t *d, ddp_event_t h, const char 
   return DDP_OK;
 }
 
-static ddp_status_t emu_stream_create(ddp__device_t *d, ddp_stream_t *out) {
+static ddp_status_t emu_stream_create(ddp__device_t *d, ddp_stream_t **out) {
   BOUND(d);
   emu_t *e = E(d);
   emu_stream_t *s = NULL;
@@ -304,7 +305,7 @@ static void stream_stop_locked(emu_t *e, emu_stream_t *s) {
   s->started = 0;
 }
 
-static ddp_status_t emu_stream_destroy(ddp__device_t *d, ddp_stream_t h) {
+static ddp_status_t emu_stream_destroy(ddp__device_t *d, ddp_stream_t *h) {
   BOUND(d);
   emu_t *e = E(d);
   pthread_mutex_lock(&e->mu);
@@ -313,7 +314,7 @@ static ddp_status_t emu_stream_destroy(ddp__device_t *d, ddp_stream_t h) {
   return DDP_OK;
 }
 
-static ddp_status_t emu_stream_sync(ddp__device_t *d, ddp_stream_t h) {
+static ddp_status_t emu_stream_sync(ddp__device_t *d, ddp_stream_t *h) {
   BOUND(d);
   emu_t *e = E(d);
   pthread_mutex_lock(&e->mu);
@@ -325,7 +326,7 @@ static ddp_status_t emu_stream_sync(ddp__device_t *d, ddp_stream_t h) {
 }
 
 /* ---- events ------------------------------------------------------------------------------ */
-static ddp_status_t emu_event_create(ddp__device_t *d, ddp_event_t *out) {
+static ddp_status_t emu_event_create(ddp__device_t *d, ddp_event_t **out) {
   BOUND(d);
   emu_t *e = E(d);
   emu_event_t *v = calloc(1, sizeof *v);
@@ -339,7 +340,7 @@ static ddp_status_t emu_event_create(ddp__device_t *d, ddp_event_t *out) {
   return DDP_OK;
 }
 
-static ddp_status_t emu_event_destroy(ddp__device_t *d, ddp_event_t h) {
+static ddp_status_t emu_event_destroy(ddp__device_t *d, ddp_event_t *h) {
   BOUND(d);
   emu_t *e = E(d);
   pthread_mutex_lock(&e->mu);
@@ -356,7 +357,7 @@ static ddp_status_t emu_event_destroy(ddp__device_t *d, ddp_event_t h) {
   return DDP_OK;
 }
 
-static ddp_status_t emu_event_record(ddp__device_t *d, ddp_event_t h, ddp_stream_t sh) {
+static ddp_status_t emu_event_record(ddp__device_t *d, ddp_event_t *h, ddp_stream_t *sh) {
   BOUND(d);
   emu_t *e = E(d);
   emu_event_t *v = h;
@@ -371,7 +372,7 @@ static ddp_status_t emu_event_record(ddp__device_t *d, ddp_event_t h, ddp_stream
   return st;
 }
 
-static ddp_status_t emu_stream_wait(ddp__device_t *d, ddp_stream_t sh, ddp_event_t h) {
+static ddp_status_t emu_stream_wait(ddp__device_t *d, ddp_stream_t *sh, ddp_event_t *h) {
   BOUND(d);
   emu_t *e = E(d);
   emu_event_t *v = h;
@@ -384,7 +385,7 @@ static ddp_status_t emu_stream_wait(ddp__device_t *d, ddp_stream_t sh, ddp_event
   return enqueue(d, sh, &o);
 }
 
-static ddp_status_t emu_event_sync(ddp__device_t *d, ddp_event_t h) {
+static ddp_status_t emu_event_sync(ddp__device_t *d, ddp_event_t *h) {
   BOUND(d);
   emu_t *e = E(d);
   emu_event_t *v = h;
@@ -395,7 +396,7 @@ static ddp_status_t emu_event_sync(ddp__device_t *d, ddp_event_t h) {
   return DDP_OK;
 }
 
-static ddp_status_t emu_event_query(ddp__device_t *d, ddp_event_t h, int *done) {
+static ddp_status_t emu_event_query(ddp__device_t *d, ddp_event_t *h, int *done) {
   BOUND(d);
   emu_t *e = E(d);
   emu_event_t *v = h;
@@ -476,38 +477,38 @@ static int emu_is_dev(ddp__device_t *d, const void *ptr, size_t bytes) {
 
 /* ---- asynchronous work --------------------------------------------------------------------- */
 static ddp_status_t emu_memcpy(ddp__device_t *d, void *dst, const void *src, size_t bytes,
-                               ddp_stream_t s) {
+                               ddp_stream_t *s) {
   emu_op_t o = {.kind = OP_COPY, .dst = dst, .src = src, .n = bytes};
   return enqueue(d, s, &o);
 }
 static ddp_status_t emu_memset(ddp__device_t *d, void *dst, int value, size_t bytes,
-                               ddp_stream_t s) {
+                               ddp_stream_t *s) {
   emu_op_t o = {.kind = OP_SET, .dst = dst, .value = value, .n = bytes};
   return enqueue(d, s, &o);
 }
-static ddp_status_t emu_host_func(ddp__device_t *d, ddp_stream_t s, void (*fn)(void *), void *arg) {
+static ddp_status_t emu_host_func(ddp__device_t *d, ddp_stream_t *s, void (*fn)(void *), void *arg) {
   emu_op_t o = {.kind = OP_FUNC, .fn = fn, .arg = arg};
   return enqueue(d, s, &o);
 }
 static ddp_status_t emu_reduce(ddp__device_t *d, void *dst, const void *src, size_t count,
-                               ddp_dtype_t dtype, ddp_op_t op, ddp_stream_t s) {
+                               ddp_dtype_t dtype, ddp_op_t op, ddp_stream_t *s) {
   emu_op_t o = {.kind = OP_REDUCE, .dst = dst, .src = src, .n = count, .dtype = dtype, .op = op};
   return enqueue(d, s, &o);
 }
 static ddp_status_t emu_scale(ddp__device_t *d, void *buf, size_t count, ddp_dtype_t dtype,
-                              double factor, int divide, ddp_stream_t s) {
+                              double factor, int divide, ddp_stream_t *s) {
   emu_op_t o = {.kind = OP_SCALE, .dst = buf, .n = count, .dtype = dtype, .factor = factor,
                 .divide = divide};
   return enqueue(d, s, &o);
 }
 static ddp_status_t emu_convert(ddp__device_t *d, void *dst, ddp_dtype_t dst_dtype, const void *src,
-                                ddp_dtype_t src_dtype, size_t count, ddp_stream_t s) {
+                                ddp_dtype_t src_dtype, size_t count, ddp_stream_t *s) {
   emu_op_t o = {.kind = OP_CONVERT, .dst = dst, .src = src, .n = count, .dtype = src_dtype,
                 .dtype2 = dst_dtype};
   return enqueue(d, s, &o);
 }
 static ddp_status_t emu_nonfinite(ddp__device_t *d, const void *buf, size_t count,
-                                  ddp_dtype_t dtype, int *flag, ddp_stream_t s) {
+                                  ddp_dtype_t dtype, int *flag, ddp_stream_t *s) {
   emu_op_t o = {.kind = OP_NONFINITE, .src = buf, .n = count, .dtype = dtype, .flag = flag};
   return enqueue(d, s, &o);
 }

@@ -50,33 +50,33 @@ typedef struct ddp__devimpl {
   /* 1 when [ptr, ptr+bytes) lies in device memory (bytes 0: just ptr). */
   int (*is_dev)(ddp__device_t *d, const void *ptr, size_t bytes);
   /* Handle checks: DDP_OK or DDP_EINVAL naming `arg` (CUDA cannot check; it accepts). */
-  ddp_status_t (*check_stream)(ddp__device_t *d, ddp_stream_t s, const char *arg);
-  ddp_status_t (*check_event)(ddp__device_t *d, ddp_event_t e, const char *arg);
-  ddp_status_t (*stream_create)(ddp__device_t *d, ddp_stream_t *s);
-  ddp_status_t (*stream_destroy)(ddp__device_t *d, ddp_stream_t s);
-  ddp_status_t (*stream_sync)(ddp__device_t *d, ddp_stream_t s);
-  ddp_status_t (*event_create)(ddp__device_t *d, ddp_event_t *e);
-  ddp_status_t (*event_destroy)(ddp__device_t *d, ddp_event_t e);
-  ddp_status_t (*event_record)(ddp__device_t *d, ddp_event_t e, ddp_stream_t s);
-  ddp_status_t (*stream_wait)(ddp__device_t *d, ddp_stream_t s, ddp_event_t e);
-  ddp_status_t (*event_sync)(ddp__device_t *d, ddp_event_t e);
-  ddp_status_t (*event_query)(ddp__device_t *d, ddp_event_t e, int *done);
+  ddp_status_t (*check_stream)(ddp__device_t *d, ddp_stream_t *s, const char *arg);
+  ddp_status_t (*check_event)(ddp__device_t *d, ddp_event_t *e, const char *arg);
+  ddp_status_t (*stream_create)(ddp__device_t *d, ddp_stream_t **s);
+  ddp_status_t (*stream_destroy)(ddp__device_t *d, ddp_stream_t *s);
+  ddp_status_t (*stream_sync)(ddp__device_t *d, ddp_stream_t *s);
+  ddp_status_t (*event_create)(ddp__device_t *d, ddp_event_t **e);
+  ddp_status_t (*event_destroy)(ddp__device_t *d, ddp_event_t *e);
+  ddp_status_t (*event_record)(ddp__device_t *d, ddp_event_t *e, ddp_stream_t *s);
+  ddp_status_t (*stream_wait)(ddp__device_t *d, ddp_stream_t *s, ddp_event_t *e);
+  ddp_status_t (*event_sync)(ddp__device_t *d, ddp_event_t *e);
+  ddp_status_t (*event_query)(ddp__device_t *d, ddp_event_t *e, int *done);
   ddp_status_t (*memcpy_async)(ddp__device_t *d, void *dst, const void *src, size_t bytes,
-                               ddp_stream_t s);
+                               ddp_stream_t *s);
   ddp_status_t (*memset_async)(ddp__device_t *d, void *dst, int value, size_t bytes,
-                               ddp_stream_t s);
-  ddp_status_t (*host_func)(ddp__device_t *d, ddp_stream_t s, void (*fn)(void *), void *arg);
+                               ddp_stream_t *s);
+  ddp_status_t (*host_func)(ddp__device_t *d, ddp_stream_t *s, void (*fn)(void *), void *arg);
   /* dst[i] = dst[i] op src[i]; op != DDP_AVG. */
   ddp_status_t (*reduce)(ddp__device_t *d, void *dst, const void *src, size_t count,
-                         ddp_dtype_t dtype, ddp_op_t op, ddp_stream_t s);
+                         ddp_dtype_t dtype, ddp_op_t op, ddp_stream_t *s);
   /* divide == 0: buf[i] *= factor (floating dtypes); divide == 1: buf[i] /= factor exactly as
    * ddp__scale_host does (all dtypes, integers truncated), for avg. */
   ddp_status_t (*scale)(ddp__device_t *d, void *buf, size_t count, ddp_dtype_t dtype,
-                        double factor, int divide, ddp_stream_t s);
+                        double factor, int divide, ddp_stream_t *s);
   ddp_status_t (*convert)(ddp__device_t *d, void *dst, ddp_dtype_t dst_dtype, const void *src,
-                          ddp_dtype_t src_dtype, size_t count, ddp_stream_t s);
+                          ddp_dtype_t src_dtype, size_t count, ddp_stream_t *s);
   ddp_status_t (*nonfinite)(ddp__device_t *d, const void *buf, size_t count, ddp_dtype_t dtype,
-                            int *flag, ddp_stream_t s);
+                            int *flag, ddp_stream_t *s);
 } ddp__devimpl_t;
 
 DDP_HIDDEN extern const ddp__devimpl_t ddp__devimpl_emu;
@@ -101,7 +101,7 @@ struct ddp__device {
   /* Input events of posted device collectives: recorded on the caller's stream when the
    * collective is posted (ddp__device_event_get), returned when it has run. */
   pthread_mutex_t pool_mu;
-  ddp_event_t pool[16];
+  ddp_event_t *pool[16];
   int npool;
   /* NCCL's state is sticky: once creating or running the NCCL communicator failed, every
    * later nccl collective fails at once with this reason instead of trying again. */
@@ -110,8 +110,8 @@ struct ddp__device {
 };
 
 /* An event from the pool (created when the pool is empty) and back. */
-DDP_HIDDEN ddp_status_t ddp__device_event_get(ddp__device_t *d, ddp_event_t *ev);
-DDP_HIDDEN void ddp__device_event_put(ddp__device_t *d, ddp_event_t ev);
+DDP_HIDDEN ddp_status_t ddp__device_event_get(ddp__device_t *d, ddp_event_t **ev);
+DDP_HIDDEN void ddp__device_event_put(ddp__device_t *d, ddp_event_t *ev);
 
 /* Resolves DDP_TRANSPORT (or `requested`, "auto|mpi|staged|nccl") for this device: DDP_OK with
  * *t set, or DDP_ENOTSUP/DDP_EINVAL explaining why that transport cannot run here. */

@@ -57,11 +57,12 @@ DDP_API ddp_status_t ddp_reducer_opts_default(ddp_reducer_opts_t *opts);
  * A bad argument on any rank, or a mismatch between ranks, is an error on every rank (the
  * mismatch message names the first differing parameter, its index, name and sizes). The
  * communicator must outlive the reducer; ddp_reducer_destroy is collective over the node
- * (it returns bucket memory to the node-shared pool). The reducer is used from one thread. */
+ * (it returns bucket memory to the node-shared pool) and sets *r = NULL (NULL or *r == NULL:
+ * DDP_OK, nothing to do). The reducer is used from one thread. */
 DDP_API ddp_status_t ddp_reducer_create(ddp_comm_t *comm, const ddp_param_t *params,
                                         size_t nparams, const ddp_reducer_opts_t *opts,
                                         ddp_reducer_t **out);
-DDP_API ddp_status_t ddp_reducer_destroy(ddp_reducer_t *r);
+DDP_API ddp_status_t ddp_reducer_destroy(ddp_reducer_t **r);
 
 /* The gradient buffer of parameter i (a view into its bucket with views on, else the
  * application's). Valid until the buckets are rebuilt: re-fetch after each finish(). */

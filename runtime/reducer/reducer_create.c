@@ -314,8 +314,10 @@ ddp_status_t ddp_reducer_create(ddp_comm_t *comm, const ddp_param_t *params, siz
   return DDP_OK;
 }
 
-ddp_status_t ddp_reducer_destroy(ddp_reducer_t *r) {
-  DDP_CHECK_ARG(r != NULL, "r is NULL");
+ddp_status_t ddp_reducer_destroy(ddp_reducer_t **rp) {
+  if (rp == NULL || *rp == NULL) return DDP_OK;
+  ddp_reducer_t *r = *rp;
+  *rp = NULL;
   /* Buckets still in flight (an iteration without finish) must land before their memory goes. */
   ddp_status_t st = DDP_OK;
   for (size_t j = 0; j < r->lay.nb; j++)

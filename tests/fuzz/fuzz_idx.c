@@ -80,6 +80,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (info.sample_elems > 1)
     REQUIRE(ddp_dataset_get(ds, 0, x, info.sample_elems - 1, NULL) == DDP_EINVAL);
   free(x);
-  ddp_dataset_destroy(ds);
+  ddp_dataset_destroy(&ds);
   return 0;
 }
