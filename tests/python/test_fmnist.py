@@ -22,7 +22,14 @@ def main():
     comm = mpiddp.torch.init_process_group()
     c = Check("python_fmnist", comm)
     data = (mpiddp.datasets.fashion_mnist(train=True), mpiddp.datasets.fashion_mnist(train=False))
-    acc = {h: train_fmnist.train(h, epochs=1, data=data, log=c.log) for h in ("none", "allreduce")}
+    acc = {}
+    for h in ("none", "allreduce"):
+        acc[h], model = train_fmnist.train(h, epochs=1, data=data, log=c.log)
+        # every rank holds the very same model (a hook that did not average would differ)
+        flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+        root = flat.clone()
+        comm.broadcast(root, root=0)
+        c.expect(torch.equal(flat, root), "%s: the trained models differ between ranks" % h)
     for h, a in acc.items():
         c.expect(a >= MIN_ACC, "%s: test accuracy %.4f < %.2f" % (h, a, MIN_ACC))
     c.expect(abs(acc["none"] - acc["allreduce"]) <= MAX_GAP, "accuracies differ by more than %.2f"
