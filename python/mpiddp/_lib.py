@@ -117,13 +117,31 @@ def _proto(lib, name, restype, *argtypes):
     return f
 
 
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _file_of(lib, symbol):
+    """The file a loaded library came from (dladdr), or its load name where dladdr is absent."""
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+        dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+        info = _DlInfo()
+        if dladdr(ctypes.cast(getattr(lib, symbol), ctypes.c_void_p), ctypes.byref(info)):
+            return os.path.realpath(info.dli_fname.decode())
+    except (AttributeError, OSError):
+        pass
+    return lib._name
+
+
 class Lib:
     """The loaded library with its prototypes."""
 
     def __init__(self):
         lib = load()
         self.handle = lib
-        self.path = lib._name
+        self.path = _file_of(lib, "ddp_version")
         self.abi = MpiAbi(lib)
         P, I, S, C = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p
         PP = ctypes.POINTER(ctypes.c_void_p)
