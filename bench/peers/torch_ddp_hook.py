@@ -81,6 +81,9 @@ def main():
     if args.worker:
         return worker(args)
     import torch
+    sys.path.insert(0, HERE)
+    from peerlib import one_blas_thread
+    one_blas_thread()
     res = {}
     with tempfile.TemporaryDirectory() as tmp:
         for w in (1, args.np):
