@@ -302,11 +302,11 @@ class Comm:
         return d
 
     # -- collectives. out=None: in place in `buf`. They return the result buffer. --
-    def _args_reduce(self, buf, out, op, name):
-        b = buffer(buf, name)
+    def _args_reduce(self, buf, out):
         if out is None:
+            b = buffer(buf, "buf")
             return b, _lib.IN_PLACE, b
-        send = buffer(buf, name, writable=False)
+        send = buffer(buf, "buf", writable=False)
         o = buffer(out, "out")
         if o.dtype != send.dtype or o.count != send.count:
             raise ValueError("out: %d elements of dtype %d for an input of %d of dtype %d"
@@ -315,14 +315,14 @@ class Comm:
 
     def allreduce(self, buf, op="sum", out=None):
         _op(op)
-        send, sp, recv = self._args_reduce(buf, out, op, "buf")
+        send, sp, recv = self._args_reduce(buf, out)
         _check("ddp_allreduce", _lib_().allreduce(self._handle(), sp, recv.ptr, recv.count,
                                                   recv.dtype, _op(op), None))
         return recv.keep
 
     def iallreduce(self, buf, op="sum", out=None):
         _op(op)
-        send, sp, recv = self._args_reduce(buf, out, op, "buf")
+        send, sp, recv = self._args_reduce(buf, out)
         return self._post("ddp_iallreduce", (send, recv), _lib_().iallreduce, self._handle(), sp,
                           recv.ptr, recv.count, recv.dtype, _op(op), None)
 
