@@ -91,6 +91,20 @@ def ddp(out):
     return 1 if wrong else 0
 
 
+def ddp_hook(out):
+    j = load_json(os.path.join(out, "torch_ddp_hook.json"))
+    if not j:
+        print("# PyTorch DDP with the mpiddp hook: input missing, skipped")
+        return 0
+    print("# PyTorch DDP on W-DDP: gloo vs mpiddp.torch.allreduce_hook, one job per np "
+          "(torch_ddp_hook.py; efficiency = np=1 step / this step)")
+    print("#%3s %-17s %9s %10s %10s" % ("np", "comm", "step_ms", "samples/s", "efficiency"))
+    for r in j["runs"]:
+        print(" %3d %-17s %9.2f %10.0f %10.3f" % (r["np"], r["comm"], r["step_ms"],
+                                                  r["samples_per_s"], r["efficiency"]))
+    return 0
+
+
 def fmnist(out):
     me = load_csv(os.path.join(out, "ddp_train.csv"))
     pt = load_csv(os.path.join(out, "torch_fmnist.csv"))
@@ -111,7 +125,7 @@ def fmnist(out):
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "out/peers"
     rc = 0
-    for part in (allreduce, ddp, fmnist):
+    for part in (allreduce, ddp, ddp_hook, fmnist):
         rc |= part(out)
         print("#")
     return rc

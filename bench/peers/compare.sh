@@ -8,7 +8,9 @@
 #
 #   allreduce  allreduce_bench -A raw,mpi,auto -M shared and -M host vs torch.distributed gloo,
 #              f32 sum, 8 B .. 64 MB, np 2, best of R            (torch_allreduce.py)
-#   ddp        ddp_bench at np 1 and 2 vs PyTorch DDP on W-DDP   (torch_ddp_mlp.py)
+#   ddp        ddp_bench at np 1 and 2 vs PyTorch DDP on W-DDP   (torch_ddp_mlp.py), and
+#              PyTorch DDP with gloo vs with the mpiddp comm hook (torch_ddp_hook.py, the
+#              python/ package over $BUILD/libmpiddp.so, launched by tools/mpilaunch)
 #   fmnist     ddp_train --epochs N at np 2 vs PyTorch DDP, same recipe and data order
 #              (torch_fmnist.py)
 # Environment: BUILD (default build), PYTHON (default /usr/bin/python3), MPIEXEC (default
@@ -75,6 +77,9 @@ if want ddp; then
   echo "# PyTorch peers with OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}"
   run "$PYTHON" bench/peers/torch_ddp_mlp.py --np $NP --steps "$STEPS" -J "$OUT/torch_ddp_mlp.json" \
     > "$OUT/torch_ddp_mlp.txt"
+  PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} MPIDDP_LIBRARY=$BUILD/libmpiddp.so \
+    run "$PYTHON" bench/peers/torch_ddp_hook.py --np $NP --steps "$STEPS" \
+    -J "$OUT/torch_ddp_hook.json" > "$OUT/torch_ddp_hook.txt"
 fi
 if want fmnist; then
   run launch $NP "$BUILD/apps/ddp_train" --epochs "$EPOCHS" --metrics "$OUT/ddp_train.csv" \

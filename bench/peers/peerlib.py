@@ -7,6 +7,15 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
+def one_blas_thread():
+    """One compute thread per rank (W-DDP), for the processes started after this call:
+    torch.set_num_threads(1) does not bound the thread pool of Debian's torch's OpenBLAS
+    (measured: a lone np=1 process ran its GEMMs on both cores, 52 ms a W-DDP step instead of
+    72), and OpenBLAS reads its variable once, when it loads."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -23,6 +32,7 @@ def spawn(target, world, *args):
     """Runs target(rank, world, port, *args, q) in `world` fresh processes; rank 0 puts its
     result on q. Returns (result, ok): result is None and ok False when a process failed
     before rank 0 answered (the others are then terminated, never waited for forever)."""
+    one_blas_thread()
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     port = free_port()

@@ -34,13 +34,8 @@ def model():
 
 
 
-def train(rank, world, port, args, q):
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    m = model()
-    if world > 1:
-        init_gloo(rank, world, port)
-        m = nn.parallel.DistributedDataParallel(m)
+def trainer(m, rank, args):
+    """One SGD step of `m` (a module or a DDP wrapper) on this rank's synthetic batch."""
     opt = torch.optim.SGD(m.parameters(), lr=0.01)
     g = torch.Generator().manual_seed(1000 + rank)  # per-rank data, as ddp_bench
     x = torch.rand(args.batch, LAYERS[0], generator=g) * 2 - 1
@@ -51,11 +46,16 @@ def train(rank, world, port, args, q):
         opt.zero_grad(set_to_none=False)
         lossf(m(x), y).backward()
         opt.step()
+    return step
 
-    for _ in range(args.warmup):
+
+def time_steps(step, steps, warmup, world):
+    """Median and mean of `steps` timed steps after `warmup`, of the slowest rank (a barrier
+    before each timed step, not timed)."""
+    for _ in range(warmup):
         step()
     times = []
-    for _ in range(args.steps):
+    for _ in range(steps):
         if world > 1:
             dist.barrier()
         t0 = time.perf_counter()
@@ -66,9 +66,21 @@ def train(rank, world, port, args, q):
     if world > 1:
         dist.all_reduce(med, op=dist.ReduceOp.MAX)
         dist.all_reduce(mean, op=dist.ReduceOp.MAX)
+    return med.item(), mean.item()
+
+
+def train(rank, world, port, args, q):
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    m = model()
+    if world > 1:
+        init_gloo(rank, world, port)
+        m = nn.parallel.DistributedDataParallel(m)
+    res = time_steps(trainer(m, rank, args), args.steps, args.warmup, world)
+    if world > 1:
         dist.destroy_process_group()
     if rank == 0:
-        q.put((med.item(), mean.item()))
+        q.put(res)
 
 
 def run(world, args):

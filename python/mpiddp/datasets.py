@@ -1,0 +1,32 @@
+"""Datasets read by mpiddp's C readers (samplers/dataset.c), as NumPy arrays: the very values
+the C apps train on (ddp_train), so a PyTorch run and a C run see the same inputs."""
+import ctypes
+
+from . import _lib
+
+
+def fashion_mnist(directory=None, train=True):
+    """(x, y): x float32 [N, 784] normalised as torchvision's ToTensor + Normalize(0.2860,
+    0.3530), y int64 [N]. directory: None = where Debian's dataset-fashion-mnist installs the
+    IDX files (/usr/share/datasets/fashion-mnist); .gz files are read when the plain ones are
+    absent. Raises MpiddpError (DDP_EIO, DDP_EFORMAT) naming the file."""
+    import numpy as np
+    from . import _check, _lib_
+    L = _lib_()
+    h = ctypes.c_void_p()
+    d = None if directory is None else str(directory).encode()
+    _check("ddp_dataset_open_fmnist", L.dataset_open_fmnist(d, int(bool(train)), ctypes.byref(h)))
+    try:
+        info = _lib.DatasetInfo()
+        _check("ddp_dataset_info", L.dataset_info(h, ctypes.byref(info)))
+        n, elems = info.count, info.sample_elems
+        x = np.empty((n, elems), dtype=np.float32)
+        y = np.empty(n, dtype=np.int64)
+        label = ctypes.c_int32()
+        base, stride, get = x.ctypes.data, elems * 4, L.dataset_get
+        for i in range(n):
+            _check("ddp_dataset_get", get(h, i, base + i * stride, elems, ctypes.byref(label)))
+            y[i] = label.value
+        return x, y
+    finally:
+        _check("ddp_dataset_destroy", L.dataset_destroy(ctypes.byref(h)))

@@ -1,0 +1,25 @@
+# Tests of the Python package (python/mpiddp), label `python`: each script runs under the
+# launcher with DDP_PYTHON (python/CMakeLists.txt; it needs torch, numpy and mpi4py) and finds
+# the package in the source tree and the library in the build tree. ~35 s in all on 2 cores.
+if(NOT DDP_PYTHON)
+  return()
+endif()
+add_executable(ddp_python IMPORTED)
+set_target_properties(ddp_python PROPERTIES IMPORTED_LOCATION ${DDP_PYTHON})
+set(DDP_PY_ENV PYTHONPATH=${PROJECT_SOURCE_DIR}/python MPIDDP_LIBRARY=$<TARGET_FILE:mpiddp>)
+set(DDP_PY_DIR ${CMAKE_CURRENT_SOURCE_DIR}/python)
+# name script np timeout: the script checks that its world has np ranks
+foreach(t "api;test_api.py;2;60" "hook;test_hook.py;2;60" "hook;test_hook.py;3;60"
+          "fmnist;test_fmnist.py;2;180")
+  list(GET t 0 name)
+  list(GET t 1 script)
+  list(GET t 2 np)
+  list(GET t 3 timeout)
+  ddp_add_mpi_test(NAME python_${name}_np${np} EXE ddp_python NP ${np} ARGS ${DDP_PY_DIR}/${script} ${np}
+    LABELS python TIMEOUT ${timeout} ENV ${DDP_PY_ENV})
+endforeach()
+# cmake --install (moved prefix) and pip install --target, outside the build tree
+add_test(NAME python_install_np2 COMMAND bash ${DDP_PY_DIR}/install.sh ${PROJECT_BINARY_DIR}
+  ${DDP_PYTHON} ${DDP_LAUNCH} ${PROJECT_SOURCE_DIR})
+set_tests_properties(python_install_np2 PROPERTIES TIMEOUT 120 LABELS "python;install"
+  ENVIRONMENT "${DDP_TEST_ENV}")
