@@ -15,11 +15,10 @@ foreach(t "api;test_api.py;2;60" "hook;test_hook.py;2;60" "hook;test_hook.py;3;6
   list(GET t 1 script)
   list(GET t 2 np)
   list(GET t 3 timeout)
-  ddp_add_mpi_test(NAME python_${name}_np${np} EXE ddp_python NP ${np} ARGS ${DDP_PY_DIR}/${script} ${np}
-    LABELS python TIMEOUT ${timeout} ENV ${DDP_PY_ENV})
+  ddp_add_mpi_test(NAME python_${name} PROGRAM ddp_python NP ${np} ARGS ${DDP_PY_DIR}/${script} ${np}
+    LABELS python TIMEOUT ${timeout} ENV ${DDP_PY_ENV} SKIP_CODE 0)
 endforeach()
 # cmake --install (moved prefix) and pip install --target, outside the build tree
-add_test(NAME python_install_np2 COMMAND bash ${DDP_PY_DIR}/install.sh ${PROJECT_BINARY_DIR}
-  ${DDP_PYTHON} ${DDP_LAUNCH} ${PROJECT_SOURCE_DIR})
-set_tests_properties(python_install_np2 PROPERTIES TIMEOUT 120 LABELS "python;install"
-  ENVIRONMENT "${DDP_TEST_ENV}")
+ddp_add_mpi_test(NAME python_install_np2 LABELS python install TIMEOUT 120
+  COMMAND bash ${DDP_PY_DIR}/install.sh ${PROJECT_BINARY_DIR} ${DDP_PYTHON} ${DDP_LAUNCH}
+          ${PROJECT_SOURCE_DIR})

@@ -180,7 +180,8 @@ class Lib:
         self.sampler_length = _proto(lib, "ddp_sampler_length", st, P, ctypes.POINTER(S))
         self.sampler_indices = _proto(lib, "ddp_sampler_indices", st, P, P, S, ctypes.POINTER(S))
         # datasets
-        self.dataset_open_fmnist = _proto(lib, "ddp_dataset_open_fmnist", st, C, I, PP)
+        self.dataset_open_idx = _proto(lib, "ddp_dataset_open_idx", st, C, C, ctypes.c_float,
+                                       ctypes.c_float, PP)
         self.dataset_destroy = _proto(lib, "ddp_dataset_destroy", st, PP)
         self.dataset_info = _proto(lib, "ddp_dataset_info", st, P, ctypes.POINTER(DatasetInfo))
         self.dataset_get = _proto(lib, "ddp_dataset_get", st, P, ctypes.c_uint64, P, S,

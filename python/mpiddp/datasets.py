@@ -1,8 +1,19 @@
 """Datasets read by mpiddp's C readers (samplers/dataset.c), as NumPy arrays: the very values
 the C apps train on (ddp_train), so a PyTorch run and a C run see the same inputs."""
 import ctypes
+import os
 
 from . import _lib
+
+# Where Debian's dataset-fashion-mnist installs the IDX files, and the normalisation the C apps
+# use (apps/kit/fmnist.h: the library itself knows no dataset).
+FMNIST_DIR = "/usr/share/datasets/fashion-mnist"
+FMNIST_MEAN, FMNIST_STD = 0.2860, 0.3530
+
+
+def _idx_file(directory, name):
+    plain = os.path.join(directory, name)
+    return plain if os.path.exists(plain) or not os.path.exists(plain + ".gz") else plain + ".gz"
 
 
 def fashion_mnist(directory=None, train=True):
@@ -14,8 +25,12 @@ def fashion_mnist(directory=None, train=True):
     from . import _check, _lib_
     L = _lib_()
     h = ctypes.c_void_p()
-    d = None if directory is None else str(directory).encode()
-    _check("ddp_dataset_open_fmnist", L.dataset_open_fmnist(d, int(bool(train)), ctypes.byref(h)))
+    d = FMNIST_DIR if directory is None else str(directory)
+    prefix = "train" if train else "t10k"
+    images = _idx_file(d, prefix + "-images-idx3-ubyte").encode()
+    labels = _idx_file(d, prefix + "-labels-idx1-ubyte").encode()
+    _check("ddp_dataset_open_idx", L.dataset_open_idx(images, labels, FMNIST_MEAN, FMNIST_STD,
+                                                      ctypes.byref(h)))
     try:
         info = _lib.DatasetInfo()
         _check("ddp_dataset_info", L.dataset_info(h, ctypes.byref(info)))
