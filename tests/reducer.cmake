@@ -37,3 +37,7 @@ if(TARGET ddp_bench)
     ARGS --layers 64,128,128,10 --steps 3 --warmup 1 --device cuda --bucket-cap-mb 0.05
     ENV DDP_DEVICE_EMULATE=1 OPENBLAS_NUM_THREADS=1)
 endif()
+# Sharded reducer (ZeRO-1): reduce-scatter buckets, shard-only update, parameter allgather,
+# bitwise equal to the allreduce reducer; misuses give a clear status.
+ddp_add_test_exe(reducer_zero reducer_zero.c)
+ddp_add_mpi_test(NAME reducer_zero PROGRAM reducer_zero NP 1 2 3 4 LABELS quick mpi zero TIMEOUT 90)

@@ -48,6 +48,13 @@ typedef struct ddp_reducer_opts {
                              the loss, so that costs nothing) and finish leaves the plain sum,
                              which saves the division pass over every bucket; bitwise the same
                              result when the world size is a power of two */
+  int shard;              /* default 0: every bucket is allreduced. 1 (ZeRO-1): every bucket is
+                             reduce-scattered instead, so after finish each rank holds the
+                             averaged gradients of its own contiguous shard of each bucket
+                             (ddp_reducer_shard_range says which elements of a parameter); the
+                             application updates those elements only (its optimizer state is
+                             kept for them only) and ddp_reducer_allgather_params brings every
+                             rank the updated parameters. Host parameters, views on, no hook. */
 } ddp_reducer_opts_t;
 
 DDP_API ddp_status_t ddp_reducer_opts_default(ddp_reducer_opts_t *opts);
@@ -108,6 +115,27 @@ DDP_API ddp_status_t ddp_reducer_bucket_of(const ddp_reducer_t *r, size_t i, siz
  * with cap 0) and their number into *n; *bytes (may be NULL) gets the bucket's size. */
 DDP_API ddp_status_t ddp_reducer_bucket_params(const ddp_reducer_t *r, size_t b, size_t *idx,
                                                size_t cap, size_t *n, size_t *bytes);
+/* ---- sharded mode (opts.shard = 1, ZeRO-1) ----------------------------------------------
+ * After a synced finish, elements [*begin, *begin + *count) of parameter i (and of its
+ * gradient view) are this rank's: their gradients are averaged, the rest of the view is not.
+ * *count may be 0. The ranges of all ranks partition every parameter. DDP_ESTATE before the
+ * first synced finish (the buckets are rebuilt then) or without opts.shard. */
+DDP_API ddp_status_t ddp_reducer_shard_range(const ddp_reducer_t *r, size_t i, size_t *begin,
+                                             size_t *count);
+/* Starts the non-blocking allgather of the parameters, bucket by bucket (the first layers'
+ * bucket first), after the application updated its own ranges in its parameter buffers. The
+ * bucket memory carries the parameters, so the gradient views are not gradients until the next
+ * backward writes them. DDP_ESTATE between the first grad_ready and finish (a reduce is in
+ * flight) or while an allgather is. */
+DDP_API ddp_status_t ddp_reducer_allgather_params(ddp_reducer_t *r);
+/* Waits for parameter i's bucket and copies the gathered values into the application's buffer:
+ * call it before parameter i is read (the forward pass); at once when nothing is in flight.
+ * i = SIZE_MAX waits for all. */
+DDP_API ddp_status_t ddp_reducer_param_wait(ddp_reducer_t *r, size_t i);
+/* *data = parameter i's buffer; DDP_ESTATE naming it while its allgather is in flight (a read
+ * then would see stale values): call ddp_reducer_param_wait first. */
+DDP_API ddp_status_t ddp_reducer_param(ddp_reducer_t *r, size_t i, void **data);
+
 /* After a synced finish with find_unused: *used = 1 when some rank produced gradient i. */
 DDP_API ddp_status_t ddp_reducer_param_used(const ddp_reducer_t *r, size_t i, int *used);
 

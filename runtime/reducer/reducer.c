@@ -98,7 +98,17 @@ static ddp_status_t buckets_alloc(ddp_reducer_t *r, const ddp__rlayout_t *l, ddp
     b->bytes = l->bytes[j];
     b->count = b->bytes / ddp_dtype_size(b->dtype);
     b->req = NULL;
-    st = ddp__rbuf_alloc(r->comm, r->c, b->mem, b->bytes, 1, r->stream, &b->buf);
+    size_t alloc = b->bytes;
+    if (r->shard) {
+      /* Reduce-scatter needs equal blocks: the bucket is padded with zeros to a multiple of
+       * the world size (the padding is never written, so it stays zero through every sum). */
+      size_t n = (size_t)r->c->size, es = ddp_dtype_size(b->dtype);
+      b->shard = (b->count + n - 1) / n;
+      alloc = b->shard * n * es;
+      b->sbuf = malloc(b->shard * es);
+      if (!b->sbuf) st = ddp__error(DDP_ENOMEM, "reducer: out of memory for a %zu-byte shard", b->shard * es);
+    }
+    if (st == DDP_OK) st = ddp__rbuf_alloc(r->comm, r->c, b->mem, alloc, 1, r->stream, &b->buf);
     if (st == DDP_OK && r->hook != DDP_HOOK_NONE && b->dtype == DDP_F32) {
       b->hooked = 1;
       st = ddp__rbuf_alloc(r->comm, r->c, b->mem, b->count * 2, 1, r->stream, &b->half);
@@ -108,6 +118,7 @@ static ddp_status_t buckets_alloc(ddp_reducer_t *r, const ddp__rlayout_t *l, ddp
     for (size_t j = l->nb; j-- > 0;) {
       ddp__rbuf_free(r->comm, &bs[j].half);
       ddp__rbuf_free(r->comm, &bs[j].buf);
+      free(bs[j].sbuf);
     }
     free(bs);
     return st;
@@ -121,6 +132,7 @@ static void buckets_free(ddp_reducer_t *r, ddp__rbucket_t *bs, size_t nb) {
   for (size_t j = nb; j-- > 0;) {
     ddp__rbuf_free(r->comm, &bs[j].half);
     ddp__rbuf_free(r->comm, &bs[j].buf);
+    free(bs[j].sbuf);
   }
   free(bs);
 }
@@ -240,6 +252,13 @@ static ddp_status_t launch(ddp_reducer_t *r, size_t j) {
                             r->predivided ? 1.0f : 1.0f / (float)r->c->size, h, r->stream);
     if (st == DDP_OK)
       st = ddp_iallreduce(r->comm, DDP_IN_PLACE, b->half.ptr, b->count, h, DDP_SUM, &o, &b->req);
+  } else if (r->shard && r->rebuilt) {
+    /* ZeRO-1: each rank gets the average of its own block. The first iteration is allreduced
+     * instead, so the rebuild that follows it can move complete gradients to the new buckets. */
+    o.algo = DDP_ALGO_AUTO; /* opts.algo names an allreduce algorithm */
+    st = ddp_ireduce_scatter(r->comm, b->buf.ptr, b->sbuf, b->shard, b->dtype,
+                             r->predivided ? DDP_SUM : DDP_AVG, &o, &b->req);
+    b->scattered = (st == DDP_OK);
   } else {
     st = ddp_iallreduce(r->comm, DDP_IN_PLACE, b->buf.ptr, b->count, b->dtype,
                         r->predivided ? DDP_SUM : DDP_AVG, &o, &b->req);
@@ -286,6 +305,9 @@ static const char *pname(const ddp_reducer_t *r, size_t i) {
 ddp_status_t ddp_reducer_grad_ready(ddp_reducer_t *r, size_t i) {
   DDP_CHECK_ARG(r != NULL, "r is NULL");
   DDP_CHECK_ARG(i < r->np, "parameter index %zu out of range (the reducer has %zu parameters)", i, r->np);
+  if (r->b[r->lay.pbucket[i]].ag_pending)
+    return ddp__error(DDP_ESTATE, "parameter %zu ('%s'): its bucket still carries the parameter "
+                      "allgather: call ddp_reducer_param_wait before the backward pass", i, pname(r, i));
   if (!r->sync) return DDP_OK;
   if (!r->active) begin_iteration(r);
   ddp__rparam_t *p = &r->p[i];
@@ -405,6 +427,14 @@ ddp_status_t ddp_reducer_finish(ddp_reducer_t *r) {
     note_done(r, j, wst, ddp__now());
   }
   r->next_done = r->next_launch;
+  /* ZeRO-1: this rank's averaged block goes back to its place in the bucket (its views). */
+  for (size_t j = 0; j < r->lay.nb; j++) {
+    ddp__rbucket_t *b = &r->b[j];
+    if (!b->scattered) continue;
+    size_t es = ddp_dtype_size(b->dtype);
+    memcpy((char *)b->buf.ptr + (size_t)r->c->rank * b->shard * es, b->sbuf, b->shard * es);
+    b->scattered = 0;
+  }
   double t_end = ddp__now();
   for (size_t j = 0; j < r->lay.nb; j++) {
     ddp__rbucket_t *b = &r->b[j];
@@ -480,6 +510,10 @@ ddp_status_t ddp_reducer_zero_grad(ddp_reducer_t *r) {
   DDP_CHECK_ARG(r != NULL, "r is NULL");
   if (r->active)
     return ddp__error(DDP_ESTATE, "zero_grad in the middle of an iteration (buckets may be in flight)");
+  for (size_t j = 0; j < r->lay.nb; j++)
+    if (r->b[j].ag_pending)
+      return ddp__error(DDP_ESTATE, "zero_grad while the parameter allgather of bucket %zu is in "
+                        "flight: call ddp_reducer_param_wait first", j);
   if (r->views)
     for (size_t j = 0; j < r->lay.nb; j++)
       DDP_TRY(ddp__rbuf_zero(r->comm, r->b[j].mem, r->b[j].buf.ptr, r->b[j].bytes, r->stream));
@@ -543,5 +577,108 @@ ddp_status_t ddp_reducer_param_used(const ddp_reducer_t *r, size_t i, int *used)
   if (!r->find_unused)
     return ddp__error(DDP_ESTATE, "param_used needs a reducer created with find_unused = 1");
   *used = r->used[i] != 0;
+  return DDP_OK;
+}
+
+/* ---- sharded mode (ZeRO-1) ------------------------------------------------------------------ */
+
+static ddp_status_t shard_ready(const ddp_reducer_t *r, const char *what) {
+  if (!r->shard) return ddp__error(DDP_ESTATE, "%s needs a reducer created with opts.shard = 1", what);
+  if (!r->rebuilt)
+    return ddp__error(DDP_ESTATE, "%s before the first synced ddp_reducer_finish: the buckets, and "
+                      "so the shards, are fixed only then", what);
+  return DDP_OK;
+}
+
+/* Parameter i's elements in this rank's block of its bucket: [*begin, *begin + *count). */
+static void own_range(const ddp_reducer_t *r, size_t i, size_t *begin, size_t *count) {
+  const ddp__rbucket_t *b = &r->b[r->lay.pbucket[i]];
+  size_t lo = (size_t)r->c->rank * b->shard, hi = lo + b->shard;
+  size_t a = r->lay.poff[i], e = a + r->p[i].count;
+  size_t s = lo > a ? lo : a, t = hi < e ? hi : e;
+  *begin = t > s ? s - a : 0;
+  *count = t > s ? t - s : 0;
+}
+
+ddp_status_t ddp_reducer_shard_range(const ddp_reducer_t *r, size_t i, size_t *begin, size_t *count) {
+  DDP_CHECK_ARG(r != NULL, "r is NULL");
+  DDP_CHECK_ARG(i < r->np, "parameter index %zu out of range (the reducer has %zu parameters)", i, r->np);
+  DDP_CHECK_ARG(begin != NULL, "begin is NULL");
+  DDP_CHECK_ARG(count != NULL, "count is NULL");
+  DDP_TRY(shard_ready(r, "ddp_reducer_shard_range"));
+  own_range(r, i, begin, count);
+  return DDP_OK;
+}
+
+ddp_status_t ddp_reducer_allgather_params(ddp_reducer_t *r) {
+  DDP_CHECK_ARG(r != NULL, "r is NULL");
+  DDP_TRY(shard_ready(r, "ddp_reducer_allgather_params"));
+  if (r->active)
+    return ddp__error(DDP_ESTATE, "ddp_reducer_allgather_params while gradients are being reduced "
+                      "(between the first grad_ready and finish): call ddp_reducer_finish first");
+  for (size_t j = 0; j < r->lay.nb; j++)
+    if (r->b[j].ag_pending)
+      return ddp__error(DDP_ESTATE, "ddp_reducer_allgather_params while the previous allgather "
+                        "(bucket %zu) is in flight: call ddp_reducer_param_wait first", j);
+  ddp_coll_opts_t o;
+  ddp_coll_opts_default(&o);
+  ddp_status_t st = DDP_OK;
+  /* The last bucket holds the first layers (buckets follow the backward order): it goes first,
+   * so the forward pass can start while later layers are still on the wire. */
+  for (size_t j = r->lay.nb; st == DDP_OK && j-- > 0;) {
+    ddp__rbucket_t *b = &r->b[j];
+    size_t es = ddp_dtype_size(b->dtype);
+    for (size_t k = 0; k < r->lay.nmem[j]; k++) {
+      size_t i = r->lay.members[r->lay.first[j] + k], begin, count;
+      own_range(r, i, &begin, &count);
+      if (count)
+        memcpy((char *)b->buf.ptr + (r->lay.poff[i] + begin) * es,
+               (const char *)r->p[i].data + begin * es, count * es);
+    }
+    if (r->c->size > 1) {
+      o.tag = (int)j;
+      st = ddp_iallgather(r->comm, DDP_IN_PLACE, b->buf.ptr, b->shard, b->dtype, &o, &b->agreq);
+    }
+    if (st == DDP_OK) b->ag_pending = 1;
+  }
+  return st;
+}
+
+static ddp_status_t gather_wait(ddp_reducer_t *r, size_t j) {
+  ddp__rbucket_t *b = &r->b[j];
+  if (!b->ag_pending) return DDP_OK;
+  ddp_status_t st = b->agreq ? ddp_wait(&b->agreq) : DDP_OK;
+  b->agreq = NULL;
+  b->ag_pending = 0;
+  if (st != DDP_OK) return st;
+  size_t es = ddp_dtype_size(b->dtype);
+  for (size_t k = 0; k < r->lay.nmem[j]; k++) {
+    size_t i = r->lay.members[r->lay.first[j] + k];
+    memcpy(r->p[i].data, (const char *)b->buf.ptr + r->lay.poff[i] * es, pbytes(&r->p[i]));
+  }
+  return DDP_OK;
+}
+
+ddp_status_t ddp_reducer_param_wait(ddp_reducer_t *r, size_t i) {
+  DDP_CHECK_ARG(r != NULL, "r is NULL");
+  DDP_CHECK_ARG(i < r->np || i == SIZE_MAX,
+                "parameter index %zu out of range (the reducer has %zu parameters; SIZE_MAX = all)", i, r->np);
+  if (i != SIZE_MAX) return gather_wait(r, r->lay.pbucket[i]);
+  ddp_status_t st = DDP_OK;
+  for (size_t j = r->lay.nb; j-- > 0;) {
+    ddp_status_t wst = gather_wait(r, j);
+    if (st == DDP_OK) st = wst;
+  }
+  return st;
+}
+
+ddp_status_t ddp_reducer_param(ddp_reducer_t *r, size_t i, void **data) {
+  DDP_CHECK_ARG(r != NULL, "r is NULL");
+  DDP_CHECK_ARG(i < r->np, "parameter index %zu out of range (the reducer has %zu parameters)", i, r->np);
+  DDP_CHECK_ARG(data != NULL, "data is NULL");
+  if (r->b[r->lay.pbucket[i]].ag_pending)
+    return ddp__error(DDP_ESTATE, "parameter %zu ('%s') is being allgathered: call "
+                      "ddp_reducer_param_wait(r, %zu) before reading it", i, pname(r, i), i);
+  *data = r->p[i].data;
   return DDP_OK;
 }

@@ -20,6 +20,7 @@ ddp_status_t ddp_reducer_opts_default(ddp_reducer_opts_t *opts) {
   opts->algo = DDP_ALGO_AUTO;
   opts->stream = NULL;
   opts->predivided = 0;
+  opts->shard = 0;
   return DDP_OK;
 }
 
@@ -45,6 +46,14 @@ static ddp_status_t check_local(ddp_comm_t *comm, const ddp_param_t *params, siz
   DDP_CHECK_ARG((unsigned)o->algo < DDP_ALGO_COUNT,
                 "opts.algo %d is not a ddp_algo_t (valid: 0..%d, auto mpi ring rhd shm hier)",
                 (int)o->algo, DDP_ALGO_COUNT - 1);
+  DDP_CHECK_ARG(o->shard == 0 || o->shard == 1, "opts.shard %d must be 0 (allreduce) or 1 (ZeRO-1)",
+                o->shard);
+  if (o->shard && o->hook != DDP_HOOK_NONE)
+    return ddp__error(DDP_ENOTSUP, "opts.shard 1 with opts.hook %d: the fp16/bf16 hooks compress "
+                      "allreduced buckets only", (int)o->hook);
+  if (o->shard && !o->grad_as_bucket_view)
+    return ddp__error(DDP_ENOTSUP, "opts.shard 1 needs grad_as_bucket_view = 1 (the shard is a "
+                      "range of the bucket)");
   for (size_t i = 0; i < nparams; i++) {
     const ddp_param_t *p = &params[i];
     const char *nm = p->name ? p->name : "unnamed";
@@ -55,6 +64,9 @@ static ddp_status_t check_local(ddp_comm_t *comm, const ddp_param_t *params, siz
     DDP_CHECK_ARG(p->count > 0, "params[%zu] ('%s'): count is 0", i, nm);
     DDP_CHECK_ARG(p->count <= ((size_t)1 << 40), "params[%zu] ('%s'): count %zu is too large", i, nm, p->count);
     DDP_CHECK_ARG(p->data != NULL, "params[%zu] ('%s'): data is NULL", i, nm);
+    if (o->shard && p->mem != DDP_MEM_HOST)
+      return ddp__error(DDP_ENOTSUP, "params[%zu] ('%s'): opts.shard 1 supports host parameters only",
+                        i, nm);
     DDP_CHECK_ARG(o->grad_as_bucket_view || p->grad != NULL,
                   "params[%zu] ('%s'): grad is NULL, but grad_as_bucket_view is off so the "
                   "application must provide the gradient buffer", i, nm);
@@ -82,6 +94,7 @@ static uint64_t opts_hash(const ddp_reducer_opts_t *o) {
   h = mix(h, (uint64_t)o->hook);
   h = mix(h, (uint64_t)o->broadcast_params);
   h = mix(h, (uint64_t)o->predivided);
+  h = mix(h, (uint64_t)o->shard);
   for (const char *s = ddp_algo_name(o->algo); *s; s++) h = mix(h, (uint64_t)(unsigned char)*s);
   return h >> 2; /* non-negative as int64, and its negation fits */
 }
@@ -218,10 +231,11 @@ ddp_status_t ddp_reducer_create(ddp_comm_t *comm, const ddp_param_t *params, siz
   if (v[3] != -v[4])
     return ddp__error(DDP_EMISMATCH, "reducer: ranks passed different options (bucket_cap_mb, "
                       "first_bucket_mb, grad_as_bucket_view, find_unused, static_graph, hook, "
-                      "broadcast_params, predivided or algo); this rank: bucket_cap_mb %g, first_bucket_mb %g, "
-                      "views %d, find_unused %d, static_graph %d, hook %d, broadcast %d, predivided %d, algo %s",
+                      "broadcast_params, predivided, shard or algo); this rank: bucket_cap_mb %g, first_bucket_mb %g, "
+                      "views %d, find_unused %d, static_graph %d, hook %d, broadcast %d, predivided %d, shard %d, algo %s",
                       o.bucket_cap_mb, o.first_bucket_mb, o.grad_as_bucket_view, o.find_unused,
-                      o.static_graph, (int)o.hook, o.broadcast_params, o.predivided, ddp_algo_name(o.algo));
+                      o.static_graph, (int)o.hook, o.broadcast_params, o.predivided, o.shard,
+                      ddp_algo_name(o.algo));
   /* Parameter fingerprints (also catches a different count, naming the first extra one). */
   DDP_TRY(check_fingerprints(comm, c, params, nparams));
 
@@ -259,6 +273,7 @@ ddp_status_t ddp_reducer_create(ddp_comm_t *comm, const ddp_param_t *params, siz
     r->static_graph = o.static_graph;
     r->hook = o.hook;
     r->predivided = o.predivided;
+    r->shard = o.shard;
     r->stream = o.stream;
     r->sync = 1;
     r->recording = 1;
@@ -317,11 +332,16 @@ ddp_status_t ddp_reducer_destroy(ddp_reducer_t **rp) {
   *rp = NULL;
   /* Buckets still in flight (an iteration without finish) must land before their memory goes. */
   ddp_status_t st = DDP_OK;
-  for (size_t j = 0; j < r->lay.nb; j++)
+  for (size_t j = 0; j < r->lay.nb; j++) {
     if (r->b[j].req) {
       ddp_status_t wst = ddp_wait(&r->b[j].req);
       if (st == DDP_OK) st = wst;
     }
+    if (r->b[j].agreq) { /* a parameter allgather nobody waited for */
+      ddp_status_t wst = ddp_wait(&r->b[j].agreq);
+      if (st == DDP_OK) st = wst;
+    }
+  }
   if (r->iterations && r->c->rank == 0 && r->c->log.level >= DDP_LOG_INFO) {
     ddp_reducer_stats_t s;
     ddp_reducer_stats(r, &s);

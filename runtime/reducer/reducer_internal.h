@@ -73,6 +73,11 @@ typedef struct ddp__rbucket {
   int hooked;
   size_t pending;    /* parameters not ready yet this iteration */
   ddp_request_t *req;
+  size_t shard;      /* sharded mode: elements per rank (count rounded up to the world size) */
+  void *sbuf;        /* sharded mode: this rank's reduce-scatter result (shard elements) */
+  ddp_request_t *agreq; /* sharded mode: the parameter allgather in flight */
+  int ag_pending;    /* allgather posted, parameters not yet copied out */
+  int scattered;     /* this iteration's reduce-scatter result is in sbuf */
   int done;
   double t_launch, t_done;
 } ddp__rbucket_t;
@@ -86,7 +91,7 @@ struct ddp_reducer {
   ddp__rbucket_t *b;
   /* options */
   size_t first_bytes, cap_bytes;
-  int views, find_unused, static_graph, predivided;
+  int views, find_unused, static_graph, predivided, shard;
   ddp_hook_t hook;
   ddp_algo_t algo;
   void *stream;
