@@ -82,12 +82,14 @@ static ddp_status_t rhd_piece(ddp__ctx_t *x, char *buf, size_t count, ddp_dtype_
         }
       }
     } else {
-      /* Recursive halving: the lower partner keeps the lower half. Ranges per level are
-       * remembered for the allgather that retraces them. */
+      /* Recursive halving, nearest partner first (as MPICH's Rabenseifner): the largest
+       * exchange (half the vector) stays between neighbouring ranks, usually on one node, and
+       * only the small late pieces cross the network. The lower partner keeps the lower half.
+       * Ranges per level are remembered for the allgather that retraces them. */
       size_t lo = 0, hi = count;
       size_t los[32], his[32];
       int lvl = 0;
-      for (int mask = f.pof2 >> 1; mask > 0; mask >>= 1, lvl++) {
+      for (int mask = 1; mask < f.pof2; mask <<= 1, lvl++) {
         int pn = f.newrank ^ mask, peer = real_rank(&f, pn);
         size_t mid = lo + (hi - lo) / 2;
         size_t klo, khi, slo, shi; /* kept, sent */
@@ -98,8 +100,9 @@ static ddp_status_t rhd_piece(ddp__ctx_t *x, char *buf, size_t count, ddp_dtype_
         los[lvl] = lo, his[lvl] = hi;
         lo = klo, hi = khi;
       }
-      /* Recursive doubling allgather: retrace the levels. */
-      for (int mask = 1; mask < f.pof2; mask <<= 1) {
+      /* Recursive doubling allgather: retrace the levels (farthest partner first, smallest
+       * pieces; the last, largest exchange is with the nearest partner again). */
+      for (int mask = f.pof2 >> 1; mask > 0; mask >>= 1) {
         lvl--;
         int pn = f.newrank ^ mask, peer = real_rank(&f, pn);
         size_t plo = los[lvl], phi = his[lvl], mid = plo + (phi - plo) / 2;

@@ -102,6 +102,19 @@ DDP_HIDDEN void ddp__timeline_event(ddp__timeline_t *tl, char phase, const char 
 DDP_HIDDEN ddp_status_t ddp__timeline_write(ddp__timeline_t *tl, MPI_Comm world, int collective);
 DDP_HIDDEN void ddp__timeline_close(ddp__timeline_t *tl);
 
+/* ---- simulation (SimGrid SMPI) ----------------------------------------------------------
+ * Built with smpicc, the library runs on a simulated platform (scale/, docs/scale.md): every
+ * rank is a simulated process of one real process, time is simulated, and each MPI call costs
+ * simulated time. Then waits block in MPI_Waitall instead of polling (each failed MPI_Test
+ * would advance the simulated clock), and node-shared memory is off (SMPI's
+ * MPI_Win_shared_query answers local rank 0's segment to everyone, and getpid() is the
+ * simulated rank, so cross-memory attach would address real processes). */
+#if defined(SMPI_HELPERS_H)
+#define DDP_SIMULATED 1
+#else
+#define DDP_SIMULATED 0
+#endif
+
 /* ---- the communicator ------------------------------------------------------------------ */
 #define DDP__COMM_MAGIC 0x6464705f636f6d6dULL /* "ddp_comm" */
 
