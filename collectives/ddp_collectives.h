@@ -4,6 +4,7 @@
 #define DDP_COLLECTIVES_H
 
 #include "ddp_comm.h"
+#include "ddp_device.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,7 +20,7 @@ typedef struct ddp_coll_opts {
   ddp_algo_t algo;  /* DDP_ALGO_AUTO: DDP_ALLREDUCE_ALGO, else the selection table; another
                        value forces that allreduce algorithm for this call */
   ddp_mem_t mem;    /* where the buffers live (DDP_MEM_HOST default) */
-  void *stream;     /* cudaStream_t the data is ordered on, for DDP_MEM_CUDA */
+  ddp_stream_t *stream; /* the stream the data is ordered on, for DDP_MEM_CUDA (NULL: default) */
   int tag;          /* caller's label for diagnostics (bucket index), -1 if none */
 } ddp_coll_opts_t;
 

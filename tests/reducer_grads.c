@@ -81,18 +81,15 @@ static void run(int views, double cap_mb) {
   CHECK_OK(ddp_reducer_destroy(&r));
 }
 
-int main(int argc, char **argv) {
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &g_comm) != DDP_OK) {
-    fprintf(stderr, "ddp_init: %s\n", ddp_last_error());
-    return 1;
-  }
-  ddp_comm_rank(g_comm, &g_rank);
-  ddp_comm_size(g_comm, &g_size);
+static int run_grads(ddp_test_t *t) {
+  g_comm = t->comm;
+  g_rank = t->rank;
+  g_size = t->size;
   for (int views = 0; views <= 1; views++) {
     run(views, 25.0); /* one bucket */
     run(views, 1e-6); /* one bucket per parameter */
   }
-  int rc = ddp_test_finish("reducer_grads");
-  CHECK_OK(ddp_finalize(&g_comm));
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("reducer_grads", DDP_TEST_CASE("grads", run_grads));

@@ -14,7 +14,7 @@
 #define STEPS 4
 static const size_t COUNTS[NP] = {37, 1000, 5, 3001, 3, 700};
 static int g_rank, g_size;
-static ddp_comm_t *g_comm = NULL;
+static ddp_comm_t *g_comm = NULL; /* the harness's communicator */
 
 /* Rank r's gradient of element k of parameter i at step s: a small integer. */
 static float grad_of(int r, int s, size_t i, size_t k) {
@@ -206,13 +206,13 @@ static void test_bad_options(void) {
   CHECK_OK(ddp_reducer_destroy(&r));
 }
 
-int main(int argc, char **argv) {
-  if (ddp_init(&argc, &argv, MPI_COMM_NULL, &g_comm) != DDP_OK) return 1;
-  ddp_comm_rank(g_comm, &g_rank);
-  ddp_comm_size(g_comm, &g_size);
+static int run_zero(ddp_test_t *t) {
+  g_comm = t->comm;
+  g_rank = t->rank;
+  g_size = t->size;
   test_equivalence();
   test_bad_options();
-  int rc = ddp_test_finish("reducer_zero");
-  ddp_finalize(&g_comm);
-  return rc;
+  return 0;
 }
+
+DDP_TEST_PROGRAM("reducer_zero", DDP_TEST_CASE("zero", run_zero));

@@ -42,7 +42,7 @@ typedef struct ddp_reducer_opts {
                              overflows above 65504) or 2^-8 (bf16) per rounding. */
   int broadcast_params;   /* default 1 */
   ddp_algo_t algo;        /* allreduce algorithm, DDP_ALGO_AUTO = auto */
-  void *stream;           /* cudaStream_t for device parameters, NULL = default stream */
+  ddp_stream_t *stream;   /* stream of the device parameters, NULL = default stream */
   int predivided;         /* default 0: finish leaves sum / world size. 1: the application
                              already divides its loss by the world size (gradients are linear in
                              the loss, so that costs nothing) and finish leaves the plain sum,

@@ -20,26 +20,26 @@ typedef struct ddp__rbuf {
 } ddp__rbuf_t;
 
 DDP_HIDDEN ddp_status_t ddp__rbuf_alloc(ddp_comm_t *comm, ddp__comm_t *c, ddp_mem_t mem,
-                                        size_t bytes, int want_pool, void *stream,
+                                        size_t bytes, int want_pool, ddp_stream_t *stream,
                                         ddp__rbuf_t *out);
 DDP_HIDDEN void ddp__rbuf_free(ddp_comm_t *comm, ddp__rbuf_t *b);
 /* Device operations are ordered on `stream` (the application's gradient stream); host ones are
  * done on return. */
 DDP_HIDDEN ddp_status_t ddp__rbuf_zero(ddp_comm_t *comm, ddp_mem_t mem, void *ptr, size_t bytes,
-                                       void *stream);
+                                       ddp_stream_t *stream);
 /* dst and src both of kind `mem` (bucket <-> application gradient, old <-> new bucket). */
 DDP_HIDDEN ddp_status_t ddp__rbuf_copy(ddp_comm_t *comm, ddp_mem_t mem, void *dst, const void *src,
-                                       size_t bytes, void *stream);
+                                       size_t bytes, ddp_stream_t *stream);
 /* Compression hook: dst_half = (half)(src * scale), and back (dtype names the half type; round
  * to nearest even). For device memory, compress scales src in place first. */
 DDP_HIDDEN ddp_status_t ddp__rbuf_compress(ddp_comm_t *comm, ddp_mem_t mem, void *dst_half,
                                            float *src, size_t count, float scale,
-                                           ddp_dtype_t half, void *stream);
+                                           ddp_dtype_t half, ddp_stream_t *stream);
 DDP_HIDDEN ddp_status_t ddp__rbuf_decompress(ddp_comm_t *comm, ddp_mem_t mem, float *dst,
                                              const void *src_half, size_t count, ddp_dtype_t half,
-                                             void *stream);
+                                             ddp_stream_t *stream);
 /* Host view of the results: waits for the stream's work (device), no-op for host memory. */
-DDP_HIDDEN ddp_status_t ddp__rbuf_sync(ddp_comm_t *comm, ddp_mem_t mem, void *stream);
+DDP_HIDDEN ddp_status_t ddp__rbuf_sync(ddp_comm_t *comm, ddp_mem_t mem, ddp_stream_t *stream);
 /* NULL when the reducer can hold parameters of kind `mem` on this communicator, else why. */
 DDP_HIDDEN const char *ddp__rbuf_unsupported(ddp_comm_t *comm, ddp_mem_t mem);
 
@@ -94,7 +94,7 @@ struct ddp_reducer {
   int views, find_unused, static_graph, predivided, shard;
   ddp_hook_t hook;
   ddp_algo_t algo;
-  void *stream;
+  ddp_stream_t *stream;
   int has_device;         /* some parameter lives in device memory */
   /* iteration state */
   int sync, active;

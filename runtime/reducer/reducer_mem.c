@@ -16,7 +16,7 @@ const char *ddp__rbuf_unsupported(ddp_comm_t *comm, ddp_mem_t mem) {
 }
 
 ddp_status_t ddp__rbuf_alloc(ddp_comm_t *comm, ddp__comm_t *c, ddp_mem_t mem, size_t bytes,
-                             int want_pool, void *stream, ddp__rbuf_t *out) {
+                             int want_pool, ddp_stream_t *stream, ddp__rbuf_t *out) {
   memset(out, 0, sizeof *out);
   out->mem = mem;
   out->bytes = bytes;
@@ -51,7 +51,7 @@ void ddp__rbuf_free(ddp_comm_t *comm, ddp__rbuf_t *b) {
   b->ptr = NULL;
 }
 
-ddp_status_t ddp__rbuf_zero(ddp_comm_t *comm, ddp_mem_t mem, void *ptr, size_t bytes, void *stream) {
+ddp_status_t ddp__rbuf_zero(ddp_comm_t *comm, ddp_mem_t mem, void *ptr, size_t bytes, ddp_stream_t *stream) {
   if (!bytes) return DDP_OK;
   if (mem == DDP_MEM_CUDA) return ddp_memset_async(comm, ptr, 0, bytes, stream);
   memset(ptr, 0, bytes);
@@ -59,14 +59,14 @@ ddp_status_t ddp__rbuf_zero(ddp_comm_t *comm, ddp_mem_t mem, void *ptr, size_t b
 }
 
 ddp_status_t ddp__rbuf_copy(ddp_comm_t *comm, ddp_mem_t mem, void *dst, const void *src, size_t bytes,
-                            void *stream) {
+                            ddp_stream_t *stream) {
   if (!bytes || dst == src) return DDP_OK;
   if (mem == DDP_MEM_CUDA) return ddp_memcpy_async(comm, dst, src, bytes, stream);
   memcpy(dst, src, bytes);
   return DDP_OK;
 }
 
-ddp_status_t ddp__rbuf_sync(ddp_comm_t *comm, ddp_mem_t mem, void *stream) {
+ddp_status_t ddp__rbuf_sync(ddp_comm_t *comm, ddp_mem_t mem, ddp_stream_t *stream) {
   if (mem != DDP_MEM_CUDA) return DDP_OK;
   return ddp_stream_synchronize(comm, stream);
 }
@@ -75,7 +75,7 @@ ddp_status_t ddp__rbuf_sync(ddp_comm_t *comm, ddp_mem_t mem, void *stream) {
  * collectives' conversion kernels run at memory speed (F16C chosen at run time, vectorised
  * bf16 rounding) and fold the 1/world scale into the same pass. */
 ddp_status_t ddp__rbuf_compress(ddp_comm_t *comm, ddp_mem_t mem, void *dst_half, float *src,
-                                size_t count, float scale, ddp_dtype_t half, void *stream) {
+                                size_t count, float scale, ddp_dtype_t half, ddp_stream_t *stream) {
   if (mem == DDP_MEM_CUDA) {
     if (scale != 1.0f) DDP_TRY(ddp_device_scale_async(comm, src, count, DDP_F32, scale, stream));
     return ddp_device_convert_async(comm, dst_half, half, src, DDP_F32, count, stream);
@@ -88,7 +88,7 @@ ddp_status_t ddp__rbuf_compress(ddp_comm_t *comm, ddp_mem_t mem, void *dst_half,
 }
 
 ddp_status_t ddp__rbuf_decompress(ddp_comm_t *comm, ddp_mem_t mem, float *dst, const void *src_half,
-                                  size_t count, ddp_dtype_t half, void *stream) {
+                                  size_t count, ddp_dtype_t half, ddp_stream_t *stream) {
   if (mem == DDP_MEM_CUDA) return ddp_device_convert_async(comm, dst, DDP_F32, src_half, half, count, stream);
   if (half == DDP_BF16)
     ddp__bf16_to_f32_n(dst, src_half, count);
