@@ -1,4 +1,4 @@
-/* ddp_train's MLP on a CUDA device (apps/common/train_gpu.cu, built only with CUDA): the same
+/* ddp_train's MLP on a CUDA device (apps/kit/train_gpu.cu, built only with CUDA): the same
  * arithmetic as train_model.h's dense layers (ReLU hidden layers, mean softmax cross-entropy,
  * torch.optim.SGD with momentum and weight decay) with cuBLAS GEMMs and small CUDA kernels,
  * every operation queued on one stream (the reducer's, ddp_reducer_opts.stream).
