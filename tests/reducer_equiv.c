@@ -45,12 +45,6 @@ static uint64_t hash_params(const train_model_t *m) {
   return h;
 }
 
-static int same_everywhere(uint64_t h) {
-  unsigned long long v[2] = {h, ~h}, o[2];
-  MPI_Allreduce(v, o, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-  return o[0] == h && ~o[1] == h;
-}
-
 static void refetch(train_model_t *m, ddp_reducer_t *r, int views) {
   void *g[TM_MAX_PARAMS];
   if (!views) return;
@@ -158,7 +152,7 @@ static void run(const char *algo, int views, int caps, int accum, int predivided
     if (worst > g_maxrel) g_maxrel = worst;
     CHECK(bad == 0, "[%s] step %d: %zu parameters differ from the single-process run (worst rel %.3g)",
           label, step, bad, worst);
-    CHECK(same_everywhere(hash_params(&a)), "[%s] step %d: parameters differ across ranks", label, step);
+    CHECK(ddp_test_same_everywhere(hash_params(&a)), "[%s] step %d: parameters differ across ranks", label, step);
   }
   CHECK(c.fail == 0, "[%s] %d grad_ready calls failed: %s", label, c.fail, ddp_last_error());
   CHECK_OK(ddp_reducer_stats(c.r, &s));

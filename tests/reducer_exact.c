@@ -30,12 +30,6 @@ static uint64_t fnv(uint64_t hh, const void *p, size_t bytes) {
   return hh;
 }
 
-/* Every rank holds the same bytes: MIN and MAX of a hash agree. */
-static int same_everywhere(uint64_t hh) {
-  unsigned long long v[2] = {hh, ~hh}, o[2];
-  MPI_Allreduce(v, o, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-  return o[0] == hh && ~o[1] == hh;
-}
 
 
 typedef struct setup {
@@ -161,7 +155,7 @@ static void run_steps(const setup_t *s, int steps, int random_order, used_fn use
       }
     }
     CHECK(wrong == 0, "[%s] step %d: %zu wrong values", s->label, step, wrong);
-    CHECK(same_everywhere(hh), "[%s] step %d: gradients differ across ranks", s->label, step);
+    CHECK(ddp_test_same_everywhere(hh), "[%s] step %d: gradients differ across ranks", s->label, step);
     /* Buckets agree across ranks (after the rebuild too, though ready orders differ). */
     uint64_t bh = 1469598103934665603ULL;
     for (size_t i = 0; i < s->np; i++) {
@@ -169,7 +163,7 @@ static void run_steps(const setup_t *s, int steps, int random_order, used_fn use
       CHECK_OK(ddp_reducer_bucket_of(w.r, i, &b));
       bh = fnv(bh, &b, sizeof b);
     }
-    CHECK(same_everywhere(bh), "[%s] step %d: bucket assignment differs across ranks", s->label, step);
+    CHECK(ddp_test_same_everywhere(bh), "[%s] step %d: bucket assignment differs across ranks", s->label, step);
   }
   ddp_reducer_stats_t st;
   CHECK_OK(ddp_reducer_stats(w.r, &st));

@@ -51,13 +51,6 @@ static uint64_t hash_floats(float *const *data) {
   return h;
 }
 
-static int same_everywhere(uint64_t h) {
-  uint64_t lo = h, hi = h;
-  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-  return lo == hi;
-}
-
 /* One backward: every gradient written into its view, marked ready in registration order. */
 static void backward(ddp_reducer_t *r, int s) {
   for (size_t i = 0; i < NP; i++) {
@@ -150,7 +143,7 @@ static void test_equivalence(void) {
     }
     CHECK_OK(ddp_reducer_param_wait(rb, SIZE_MAX)); /* nothing left: returns at once */
     CHECK(hash_floats(pa) == hash_floats(pb), "step %d: sharded parameters differ from the allreduce reducer's", s);
-    CHECK(same_everywhere(hash_floats(pb)), "step %d: parameters differ across ranks", s);
+    CHECK(ddp_test_same_everywhere(hash_floats(pb)), "step %d: parameters differ across ranks", s);
   }
   ddp_reducer_stats_t st;
   CHECK_OK(ddp_reducer_stats(rb, &st));

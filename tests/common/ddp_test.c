@@ -51,6 +51,12 @@ int ddp_test_algo_usable(ddp_comm_t *comm, const char *algo) {
   return all;
 }
 
+int ddp_test_same_everywhere(uint64_t h) {
+  unsigned long long v[2] = {h, ~h}, o[2];
+  MPI_Allreduce(v, o, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return o[0] == h && ~o[1] == h; /* the maximum of h and of ~h (its minimum) agree */
+}
+
 int ddp_test_finish(const char *name) {
   int rank = 0, init = 0, fin = 0;
   MPI_Initialized(&init);

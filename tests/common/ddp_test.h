@@ -98,6 +98,10 @@ int ddp_test_skip(const ddp_test_t *t, const char *fmt, ...) __attribute__((form
  * node, ...); rank 0 says so when it cannot, so the caller skips it. */
 int ddp_test_algo_usable(ddp_comm_t *comm, const char *algo);
 
+/* 1 on every rank when every rank passed the same hash (of its parameters, its result):
+ * collective over MPI_COMM_WORLD. */
+int ddp_test_same_everywhere(uint64_t h);
+
 /* For programs with their own main(): checks MPI's world size against DDP_WORLD_SIZE,
  * reduces the failure count over MPI_COMM_WORLD (if MPI is still up), prints one verdict on
  * rank 0 and returns the process exit code. */
