@@ -632,8 +632,7 @@ ddp_status_t ddp_reducer_allgather_params(ddp_reducer_t *r) {
       size_t i = r->lay.members[r->lay.first[j] + k], begin, count;
       own_range(r, i, &begin, &count);
       if (count)
-        memcpy((char *)b->buf.ptr + (r->lay.poff[i] + begin) * es,
-               (const char *)r->p[i].data + begin * es, count * es);
+        memcpy((char *)slot(r, i) + begin * es, (const char *)r->p[i].data + begin * es, count * es);
     }
     if (r->c->size > 1) {
       o.tag = (int)j;
@@ -651,10 +650,9 @@ static ddp_status_t gather_wait(ddp_reducer_t *r, size_t j) {
   b->agreq = NULL;
   b->ag_pending = 0;
   if (st != DDP_OK) return st;
-  size_t es = ddp_dtype_size(b->dtype);
   for (size_t k = 0; k < r->lay.nmem[j]; k++) {
     size_t i = r->lay.members[r->lay.first[j] + k];
-    memcpy(r->p[i].data, (const char *)b->buf.ptr + r->lay.poff[i] * es, pbytes(&r->p[i]));
+    memcpy(r->p[i].data, slot(r, i), pbytes(&r->p[i]));
   }
   return DDP_OK;
 }
