@@ -18,6 +18,12 @@ foreach(t "api;test_api.py;2;60" "hook;test_hook.py;2;60" "hook;test_hook.py;3;6
   ddp_add_mpi_test(NAME python_${name} PROGRAM ddp_python NP ${np} ARGS ${DDP_PY_DIR}/${script} ${np}
     LABELS python TIMEOUT ${timeout} ENV ${DDP_PY_ENV} SKIP_CODE 0)
 endforeach()
+# device buffers through the binding, on the emulated device
+foreach(np 1 2)
+  ddp_add_mpi_test(NAME python_device PROGRAM ddp_python NP ${np}
+    ARGS ${DDP_PY_DIR}/test_device.py ${np} LABELS python device TIMEOUT 60
+    ENV ${DDP_PY_ENV} DDP_DEVICE_EMULATE=1 SKIP_CODE 0)
+endforeach()
 # cmake --install (moved prefix) and pip install --target, outside the build tree
 ddp_add_mpi_test(NAME python_install_np2 LABELS python install TIMEOUT 120
   COMMAND bash ${DDP_PY_DIR}/install.sh ${PROJECT_BINARY_DIR} ${DDP_PYTHON} ${DDP_LAUNCH}
