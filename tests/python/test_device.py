@@ -35,6 +35,15 @@ def main():
     c = Check("python_device", comm)
     R, r = comm.size, comm.rank
     rsum = R * (R + 1) // 2
+    # the MPI handle ABI the binding chose matches the MPI library libmpiddp was built with
+    # (the MPICH build of CI runs this test too: MPI_Comm is an int there, a pointer in Open MPI)
+    L = mpiddp._lib_()
+    ver = ctypes.create_string_buffer(1024)
+    c.expect(L.mpi_library_version(ver, len(ver)) == 0, "ddp_mpi_library_version")
+    mpi = ver.value.decode(errors="replace").splitlines()[0] if ver.value else "?"
+    c.expect((L.abi.kind == "openmpi") == ("Open MPI" in mpi),
+             "MPI handle ABI %s for %s" % (L.abi.kind, mpi))
+    c.log("MPI %s, handle ABI %s" % (mpi, L.abi.kind))
     desc = comm.device_describe()
     if not c.expect(desc.startswith("emulated") or desc.startswith("cuda"),
                     "device: %s (run with DDP_DEVICE_EMULATE=1)" % desc):
@@ -68,7 +77,6 @@ def main():
     # ordered after the work queued on the stream: the default stream is held 300 ms by a host
     # function, then an asynchronous copy writes new input; a collective that did not wait for
     # the stream (the host path) would reduce the old contents
-    L = mpiddp._lib_()
     hold = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda arg: time.sleep(0.3))
     launch = L.handle.ddp_launch_host_func
     launch.argtypes = [ctypes.c_void_p, ctypes.c_void_p, type(hold), ctypes.c_void_p]
