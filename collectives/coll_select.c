@@ -100,10 +100,17 @@ ddp_status_t ddp__select(ddp__comm_t *c, ddp_algo_t want, const ddp__ctx_t *x, c
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
     if (!topo_matches(table[i].topo, x) || bytes > table[i].max_bytes) continue;
     const ddp__algo_t *al = table[i].algo;
+    /* Simulated (docs/scale.md): `mpi` is whatever SMPI was configured with, by default a
+     * linear reduce + broadcast that no real MPI runs, so auto keeps to its own algorithms. */
+    if (DDP_SIMULATED && al == &ddp__algo_mpi) continue;
     if (!al->supports(x, a)) {
       *out = al;
       return DDP_OK;
     }
+  }
+  if (DDP_SIMULATED) {
+    *out = bytes <= ((size_t)512 << 10) ? &ddp__algo_rhd : &ddp__algo_ring;
+    return DDP_OK;
   }
   *out = &ddp__algo_mpi;
   return DDP_OK;

@@ -5,6 +5,8 @@
    report.py check FILE.jsonl [LIMIT]      exit 1 if auto is more than LIMIT (1.1) x the best
                                             SMPI algorithm at any (platform, ranks, size), or
                                             if any line says a result was wrong
+   report.py reducer FILE.jsonl            markdown table of scale/sim_reducer lines:
+                                            efficiency against bucket cap per ranks and rate
    report.py dat FILE.jsonl OUT.dat KIND [PLATFORM] [X]
                                             gnuplot data blocks, one per algorithm: busbw
                                             against size (KIND size, at X ranks) or against
@@ -112,7 +114,25 @@ def dat(rows, out, kind, plat, x):
     print(" ".join(a.replace("smpi:", "") for a in names))
 
 
+def reducer(path):
+    rows = [json.loads(l) for l in open(path) if l.startswith("{")]
+    caps = sorted({r["cap_mb"] for r in rows})
+    print("| ranks | GFLOP/s | compute (ms) | " + " | ".join(f"cap {c:g} MB" for c in caps) + " |")
+    print("|" + " --- |" * (len(caps) + 3))
+    for key in sorted({(r["ranks"], r["gflops"]) for r in rows}):
+        sel = {r["cap_mb"]: r for r in rows if (r["ranks"], r["gflops"]) == key}
+        comp = next(iter(sel.values()))["compute_ms"]
+        cells = []
+        for c in caps:
+            r = sel.get(c)
+            cells.append(f"{r['efficiency'] * 100:.1f}% ({r['buckets']} b, {r['exposed_ms']:.2f} ms)" if r else "-")
+        print(f"| {key[0]} | {key[1]:g} | {comp:.1f} | " + " | ".join(cells) + " |")
+
+
 def main(argv):
+    if len(argv) >= 3 and argv[1] == "reducer":
+        reducer(argv[2])
+        return 0
     if len(argv) >= 3 and argv[1] == "tables":
         tables(load(argv[2:]))
         return 0
