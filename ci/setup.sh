@@ -5,11 +5,12 @@ set -euo pipefail
 # mpich + libmpich-dev: the second MPI CI builds against (beside Open MPI, which keeps the
 # mpicc/mpirun alternatives); python3-torch: the live comparison with PyTorch's sampler
 # (sampler_vs_torch) and the PyTorch peers; python3-mpi4py for the peers' MPI side.
+# libsimgrid-dev + simgrid: smpicc/smpirun for the simulated clusters (ctest -L scale, scale/).
 pkgs=(build-essential cmake pkg-config python3
       openmpi-bin libopenmpi-dev libopenblas-dev zlib1g-dev
       mpich libmpich-dev python3-torch python3-mpi4py
       dataset-fashion-mnist slurm-wlm munge gnuplot-nox
-      clang libclang-rt-14-dev procps time)
+      clang libclang-rt-14-dev procps time libsimgrid-dev simgrid)
 
 missing=()
 for p in "${pkgs[@]}"; do

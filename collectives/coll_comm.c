@@ -67,6 +67,13 @@ ddp_status_t ddp__coll_comm_init(ddp__comm_t *c) {
   pthread_cond_init(&cs->cv_work, NULL);
   pthread_cond_init(&cs->cv_done, NULL);
   cs->shm_disabled = !c->shm_ok;
+  /* Simulated sweeps only (scale/sim_allreduce.c without -c): the buffers are SMPI's shared
+   * allocations whose contents mean nothing, and local reduce/copy work costs no simulated
+   * time, so the host transport skips it (see coll_xport_host.c). */
+  if (DDP_SIMULATED) {
+    const char *v = getenv("MPIDDP_SIM_NOCOMPUTE");
+    cs->sim_nocompute = v && v[0] == '1';
+  }
   ddp_status_t st = dup_comm(c->world, &cs->world, "MPI_Comm_dup (collectives world)");
   if (st == DDP_OK) st = dup_comm(c->node, &cs->node, "MPI_Comm_dup (collectives node)");
   if (st == DDP_OK) st = dup_comm(c->cross, &cs->cross, "MPI_Comm_dup (collectives cross)");

@@ -170,6 +170,21 @@ typedef struct ddp__parts {
 DDP_HIDDEN ddp_status_t ddp__parts_init(ddp__parts_t *p, int n, const char *who);
 DDP_HIDDEN void ddp__parts_free(ddp__parts_t *p);
 
+/* rhd's two halves (allreduce_rhd.c), for hier's node-local steps: ddp__rhd_reduce_scatter
+ * folds a non-power-of-two group and halves (nearest partner first); then this rank holds the
+ * reduced elements [f->lo, f->hi) of buf (an empty range on ranks folded out), the same range
+ * on every group of the same size and count. ddp__rhd_allgather retraces it and unfolds. The
+ * count must be at least the group size. Uses scratch slot 2 (in the reduce-scatter only). */
+typedef struct ddp__rhd {
+  int pof2, rem, newrank, lvl;
+  size_t lo, hi;
+  size_t los[32], his[32];
+} ddp__rhd_t;
+DDP_HIDDEN ddp_status_t ddp__rhd_reduce_scatter(ddp__ctx_t *x, void *buf, size_t count,
+                                                ddp_dtype_t dtype, ddp_op_t op, ddp__rhd_t *f);
+DDP_HIDDEN ddp_status_t ddp__rhd_allgather(ddp__ctx_t *x, void *buf, size_t count,
+                                           ddp_dtype_t dtype, ddp__rhd_t *f);
+
 /* Broadcast, allgather and reduce-scatter over point-to-point, for transports without their
  * own (algorithms/bcast_tree.c, allgather_ring.c, reduce_scatter_allreduce.c). allgather_ring
  * is in place (this rank's block already at recv + rank*blk); reduce_scatter_allreduce runs
@@ -281,6 +296,7 @@ typedef struct ddp__coll {
   pthread_mutex_t pool_mu;
   MPI_Comm poolcomm;       /* dup of node for ddp_alloc/ddp_free (called on user threads) */
   int shm_disabled;        /* shm phases unavailable (no shared windows) */
+  int sim_nocompute;       /* simulator sweeps: skip local reduce/copy (coll_comm.c) */
   int uniform_nodes;       /* every node has the same number of ranks (hier) */
   int cross_rank, cross_size; /* this rank in `cross` (= node index), number of nodes */
   int *cross_world;        /* world rank of each rank of `cross` (the watchdog names those) */

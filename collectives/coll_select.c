@@ -25,7 +25,7 @@ static const ddp__algo_t *by_id(ddp_algo_t id) {
  * the algorithm must also accept the case, else the next matching row is tried. Rows:
  *   topo 0: any, 1: one node with shared memory, 2: several nodes, 3: device memory (the
  *   algorithms over the CUDA-aware transport; the staged one runs the host rows on pinned
- *   chunks, NCCL its own). */
+ *   chunks, NCCL its own), 4: several nodes of at least 4 ranks each. */
 typedef struct {
   int topo;
   size_t max_bytes; /* inclusive; SIZE_MAX = no limit */
@@ -38,11 +38,19 @@ typedef struct {
  * hosts over TCP (emulated cluster, ci/cluster/bench.sh, 2x2 and 4x1 hosts, ob1 and UCX) the
  * `mpi` algorithm (MPI_Iallreduce) ran at 0.5-0.9x the speed of MPI_Allreduce up to 4 KB
  * (8-15 us more per call, with libnbc's binomial or recursive doubling alike) while rhd, point
- * to point in the same wait loop, matched it: small messages across nodes take rhd. */
+ * to point in the same wait loop, matched it: small messages across nodes take rhd.
+ * Many nodes of 4+ ranks (topo 4), from simulated fat trees of 8-core nodes at 64-1024 ranks
+ * (scale/sweep.sh, docs/scale.md): hier - every local rank carrying a slice across nodes, so
+ * no rank's stream shares the node's link with 7 copies of the same bytes - was as fast as rhd
+ * or faster from 1 KB up (4 KB: 10.4 vs 17.0 us at 64 ranks, 19.2 vs 30.7 us at 256; equal
+ * from 1 MB, where both run the same halving pattern), and rhd only won below (8 B: 8.7 vs
+ * 10.9 us). */
 static const row_t table[] = {
     {3, ((size_t)256 << 10) - 1, &ddp__algo_rhd},
     {3, SIZE_MAX, &ddp__algo_ring},
     {1, SIZE_MAX, &ddp__algo_shm},
+    {4, 512, &ddp__algo_rhd},
+    {4, SIZE_MAX, &ddp__algo_hier}, /* needs equal node sizes, else the next matching row */
     {2, (size_t)512 << 10, &ddp__algo_rhd},
     {2, SIZE_MAX, &ddp__algo_hier}, /* needs equal node sizes, else the next matching row */
     {2, (size_t)4 << 20, &ddp__algo_mpi},
@@ -55,6 +63,7 @@ static int topo_matches(int topo, const ddp__ctx_t *x) {
   switch (topo) {
     case 1: return c->nodes == 1 && !x->cs->shm_disabled;
     case 2: return c->nodes > 1;
+    case 4: return c->nodes > 1 && c->local_size >= 4;
     case 3: return x->mem != DDP_MEM_HOST;
     default: return 1;
   }
@@ -91,10 +100,17 @@ ddp_status_t ddp__select(ddp__comm_t *c, ddp_algo_t want, const ddp__ctx_t *x, c
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
     if (!topo_matches(table[i].topo, x) || bytes > table[i].max_bytes) continue;
     const ddp__algo_t *al = table[i].algo;
+    /* Simulated (docs/scale.md): `mpi` is whatever SMPI was configured with, by default a
+     * linear reduce + broadcast that no real MPI runs, so auto keeps to its own algorithms. */
+    if (DDP_SIMULATED && al == &ddp__algo_mpi) continue;
     if (!al->supports(x, a)) {
       *out = al;
       return DDP_OK;
     }
+  }
+  if (DDP_SIMULATED) {
+    *out = bytes <= ((size_t)512 << 10) ? &ddp__algo_rhd : &ddp__algo_ring;
+    return DDP_OK;
   }
   *out = &ddp__algo_mpi;
   return DDP_OK;

@@ -16,11 +16,7 @@
 #define TAG_UNFOLD 0x5305
 #define PIECE_BYTES ((size_t)1 << 31)
 
-typedef struct {
-  int pof2, rem, newrank;
-} fold_t;
-
-static int real_rank(const fold_t *f, int nr) { return nr < f->rem ? nr * 2 + 1 : nr + f->rem; }
+static int real_rank(const ddp__rhd_t *f, int nr) { return nr < f->rem ? nr * 2 + 1 : nr + f->rem; }
 
 static ddp_status_t exchange(ddp__ctx_t *x, const void *sb, size_t sbytes, void *rb,
                              size_t rbytes, int peer, int tag) {
@@ -44,32 +40,115 @@ static ddp_status_t recv_only(ddp__ctx_t *x, void *b, size_t bytes, int peer, in
   return x->xp->wait(x, 1, &q);
 }
 
+/* Fold: afterwards f->newrank >= 0 on the pof2 ranks that take part, -1 on those that sit out. */
+static ddp_status_t fold(ddp__ctx_t *x, char *buf, size_t count, ddp_dtype_t dtype, ddp_op_t op,
+                         ddp__rhd_t *f, void **tmp) {
+  int p = x->size, r = x->rank;
+  size_t bytes = count * ddp_dtype_size(dtype);
+  f->pof2 = 1;
+  while (f->pof2 * 2 <= p) f->pof2 *= 2;
+  f->rem = p - f->pof2;
+  f->lo = f->hi = 0;
+  f->lvl = 0;
+  DDP_TRY(x->xp->scratch(x, 2, bytes, tmp));
+  if (r < 2 * f->rem) {
+    if (r % 2 == 0) {
+      DDP_TRY(send_only(x, buf, bytes, r + 1, TAG_FOLD));
+      f->newrank = -1;
+    } else {
+      DDP_TRY(recv_only(x, *tmp, bytes, r - 1, TAG_FOLD));
+      DDP_TRY(x->xp->reduce(x, buf, *tmp, count, dtype, op));
+      f->newrank = r / 2;
+    }
+  } else {
+    f->newrank = r - f->rem;
+  }
+  return DDP_OK;
+}
+
+static ddp_status_t unfold(ddp__ctx_t *x, char *buf, size_t bytes, const ddp__rhd_t *f) {
+  int r = x->rank;
+  if (r < 2 * f->rem) {
+    if (r % 2 == 0) DDP_TRY(recv_only(x, buf, bytes, r + 1, TAG_UNFOLD));
+    else DDP_TRY(send_only(x, buf, bytes, r - 1, TAG_UNFOLD));
+  }
+  return DDP_OK;
+}
+
+/* Recursive halving, nearest partner first (as MPICH's Rabenseifner): the largest exchange
+ * (half the vector) stays between neighbouring ranks, usually on one node, and only the small
+ * late pieces cross the network. The lower partner keeps the lower half. Ranges per level are
+ * remembered for the allgather that retraces them. */
+static ddp_status_t halving(ddp__ctx_t *x, char *buf, size_t count, ddp_dtype_t dtype,
+                            ddp_op_t op, ddp__rhd_t *f, char *tmp) {
+  size_t es = ddp_dtype_size(dtype);
+  f->lo = 0, f->hi = count, f->lvl = 0;
+  for (int mask = 1; mask < f->pof2; mask <<= 1, f->lvl++) {
+    int pn = f->newrank ^ mask, peer = real_rank(f, pn);
+    size_t lo = f->lo, hi = f->hi, mid = lo + (hi - lo) / 2;
+    size_t klo, khi, slo, shi; /* kept, sent */
+    if (f->newrank < pn) klo = lo, khi = mid, slo = mid, shi = hi;
+    else klo = mid, khi = hi, slo = lo, shi = mid;
+    DDP_TRY(exchange(x, buf + slo * es, (shi - slo) * es, tmp, (khi - klo) * es, peer, TAG_RS));
+    DDP_TRY(x->xp->reduce(x, buf + klo * es, tmp, khi - klo, dtype, op));
+    f->los[f->lvl] = lo, f->his[f->lvl] = hi;
+    f->lo = klo, f->hi = khi;
+  }
+  return DDP_OK;
+}
+
+/* Recursive doubling allgather: retrace the levels (farthest partner first, smallest pieces;
+ * the last, largest exchange is with the nearest partner again). */
+static ddp_status_t doubling(ddp__ctx_t *x, char *buf, size_t es, ddp__rhd_t *f) {
+  for (int mask = f->pof2 >> 1; mask > 0; mask >>= 1) {
+    f->lvl--;
+    int pn = f->newrank ^ mask, peer = real_rank(f, pn);
+    size_t plo = f->los[f->lvl], phi = f->his[f->lvl], mid = plo + (phi - plo) / 2;
+    int kept_lower = f->newrank < pn;
+    size_t olo = kept_lower ? mid : plo, ohi = kept_lower ? phi : mid; /* partner's part */
+    DDP_TRY(exchange(x, buf + f->lo * es, (f->hi - f->lo) * es, buf + olo * es, (ohi - olo) * es,
+                     peer, TAG_AG));
+    f->lo = plo, f->hi = phi;
+  }
+  return DDP_OK;
+}
+
+ddp_status_t ddp__rhd_reduce_scatter(ddp__ctx_t *x, void *buf, size_t count, ddp_dtype_t dtype,
+                                     ddp_op_t op, ddp__rhd_t *f) {
+  void *tmp = NULL;
+  DDP_TRY(fold(x, buf, count, dtype, op, f, &tmp));
+  if (f->newrank >= 0) DDP_TRY(halving(x, buf, count, dtype, op, f, tmp));
+  return DDP_OK;
+}
+
+ddp_status_t ddp__rhd_allgather(ddp__ctx_t *x, void *buf, size_t count, ddp_dtype_t dtype,
+                                ddp__rhd_t *f) {
+  size_t es = ddp_dtype_size(dtype);
+  if (f->newrank >= 0) DDP_TRY(doubling(x, buf, es, f));
+  return unfold(x, buf, count * es, f);
+}
+
+/* Largest vector for recursive doubling. Alpha-beta model over q = log2(pof2) levels:
+ * doubling costs q (alpha + n beta), Rabenseifner 2q alpha + 2 n beta (1 - 1/pof2), so
+ * doubling wins below n = alpha / (beta (q - 2)) roughly: SMALL_BYTES (measured on one machine,
+ * 2-8 ranks) up to 8 ranks, shrinking with the number of levels beyond (simulated fat trees,
+ * docs/scale.md: 16 KB at 256 ranks took 72 us by doubling, 41 us at 64 KB by halving). */
+static size_t rd_max_bytes(int pof2) {
+  int q = 0;
+  while ((1 << q) < pof2) q++;
+  return q <= 3 ? SMALL_BYTES : SMALL_BYTES / (size_t)(q - 2);
+}
+
 static ddp_status_t rhd_piece(ddp__ctx_t *x, char *buf, size_t count, ddp_dtype_t dtype,
                               ddp_op_t op) {
   const ddp__xport_t *xp = x->xp;
-  int p = x->size, r = x->rank;
+  int r = x->rank;
   size_t es = ddp_dtype_size(dtype), bytes = count * es;
-  fold_t f;
-  f.pof2 = 1;
-  while (f.pof2 * 2 <= p) f.pof2 *= 2;
-  f.rem = p - f.pof2;
+  ddp__rhd_t f;
   void *tmp = NULL;
-  DDP_TRY(xp->scratch(x, 2, bytes, &tmp));
-  /* Fold. */
-  if (r < 2 * f.rem) {
-    if (r % 2 == 0) {
-      DDP_TRY(send_only(x, buf, bytes, r + 1, TAG_FOLD));
-      f.newrank = -1;
-    } else {
-      DDP_TRY(recv_only(x, tmp, bytes, r - 1, TAG_FOLD));
-      DDP_TRY(xp->reduce(x, buf, tmp, count, dtype, op));
-      f.newrank = r / 2;
-    }
-  } else {
-    f.newrank = r - f.rem;
-  }
+  DDP_TRY(fold(x, buf, count, dtype, op, &f, &tmp));
   if (f.newrank >= 0) {
-    if (bytes <= SMALL_BYTES || count < (size_t)f.pof2) {
+    if (bytes <= rd_max_bytes(f.pof2) || count < (size_t)f.pof2) {
       for (int mask = 1; mask < f.pof2; mask <<= 1) {
         int peer = real_rank(&f, f.newrank ^ mask);
         DDP_TRY(exchange(x, buf, bytes, tmp, bytes, peer, TAG_RD));
@@ -82,44 +161,11 @@ static ddp_status_t rhd_piece(ddp__ctx_t *x, char *buf, size_t count, ddp_dtype_
         }
       }
     } else {
-      /* Recursive halving, nearest partner first (as MPICH's Rabenseifner): the largest
-       * exchange (half the vector) stays between neighbouring ranks, usually on one node, and
-       * only the small late pieces cross the network. The lower partner keeps the lower half.
-       * Ranges per level are remembered for the allgather that retraces them. */
-      size_t lo = 0, hi = count;
-      size_t los[32], his[32];
-      int lvl = 0;
-      for (int mask = 1; mask < f.pof2; mask <<= 1, lvl++) {
-        int pn = f.newrank ^ mask, peer = real_rank(&f, pn);
-        size_t mid = lo + (hi - lo) / 2;
-        size_t klo, khi, slo, shi; /* kept, sent */
-        if (f.newrank < pn) klo = lo, khi = mid, slo = mid, shi = hi;
-        else klo = mid, khi = hi, slo = lo, shi = mid;
-        DDP_TRY(exchange(x, buf + slo * es, (shi - slo) * es, tmp, (khi - klo) * es, peer, TAG_RS));
-        DDP_TRY(xp->reduce(x, buf + klo * es, tmp, khi - klo, dtype, op));
-        los[lvl] = lo, his[lvl] = hi;
-        lo = klo, hi = khi;
-      }
-      /* Recursive doubling allgather: retrace the levels (farthest partner first, smallest
-       * pieces; the last, largest exchange is with the nearest partner again). */
-      for (int mask = f.pof2 >> 1; mask > 0; mask >>= 1) {
-        lvl--;
-        int pn = f.newrank ^ mask, peer = real_rank(&f, pn);
-        size_t plo = los[lvl], phi = his[lvl], mid = plo + (phi - plo) / 2;
-        int kept_lower = f.newrank < pn;
-        size_t olo = kept_lower ? mid : plo, ohi = kept_lower ? phi : mid; /* partner's part */
-        DDP_TRY(exchange(x, buf + lo * es, (hi - lo) * es, buf + olo * es, (ohi - olo) * es, peer,
-                         TAG_AG));
-        lo = plo, hi = phi;
-      }
+      DDP_TRY(halving(x, buf, count, dtype, op, &f, tmp));
+      DDP_TRY(doubling(x, buf, es, &f));
     }
   }
-  /* Unfold. */
-  if (r < 2 * f.rem) {
-    if (r % 2 == 0) DDP_TRY(recv_only(x, buf, bytes, r + 1, TAG_UNFOLD));
-    else DDP_TRY(send_only(x, buf, bytes, r - 1, TAG_UNFOLD));
-  }
-  return DDP_OK;
+  return unfold(x, buf, bytes, &f);
 }
 
 static const char *rhd_supports(const ddp__ctx_t *x, const ddp__ar_t *a) {

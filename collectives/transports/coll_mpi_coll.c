@@ -281,10 +281,26 @@ static ddp_status_t iallreduce(ddp__ctx_t *x, const void *s, void *r, int n, MPI
   return ddp__wait_all(x->c, 1, &rq, &x->desc);
 }
 
+/* Under the simulator (ddp_internal.h) every call is the blocking MPI_Allreduce: SMPI's
+ * MPI_Iallreduce ignores --cfg=smpi/allreduce and runs its own schedule, and a simulated rank
+ * has no watchdog to serve (SMPI reports MPI_THREAD_SINGLE). */
+static ddp_status_t simulated_allreduce(ddp__ctx_t *x, const ddp__ar_t *a, MPI_Datatype t,
+                                        MPI_Op o) {
+  size_t es = ddp_dtype_size(a->dtype);
+  int inplace = a->send == a->recv;
+  for (size_t off = 0; off < a->count; off += CHUNK_ELEMS) {
+    size_t n = a->count - off < CHUNK_ELEMS ? a->count - off : CHUNK_ELEMS;
+    const void *s = inplace ? MPI_IN_PLACE : (const char *)a->send + off * es;
+    DDP_MPI(MPI_Allreduce(s, (char *)a->recv + off * es, (int)n, t, o, ddp__ctx_comm(x)));
+  }
+  return DDP_OK;
+}
+
 ddp_status_t ddp__mpi_allreduce(ddp__ctx_t *x, const ddp__ar_t *a) {
   ddp__coll_t *cs = x->cs;
   MPI_Datatype t = ddp__mpi_type(cs, a->dtype);
   MPI_Op o = ddp__mpi_op(cs, a->dtype, a->op);
+  if (DDP_SIMULATED) return simulated_allreduce(x, a, t, o);
   size_t es = ddp_dtype_size(a->dtype);
   int inplace = a->send == a->recv;
   ddp__mpi_watch_t *w = NULL;

@@ -68,15 +68,17 @@ static ddp_status_t host_wait(ddp__ctx_t *x, int n, ddp__xreq_t *reqs) {
   return ddp__wait_all(x->c, k, mr, &d);
 }
 
+/* Simulator sweeps over meaningless shared buffers (MPIDDP_SIM_NOCOMPUTE, coll_comm.c) skip the
+ * local reduce and copy work: it costs no simulated time anyway, only the host's CPU. */
 static ddp_status_t host_reduce(ddp__ctx_t *x, void *dst, const void *src, size_t count,
                                 ddp_dtype_t dtype, ddp_op_t op) {
-  (void)x;
+  if (DDP_SIMULATED && x->cs->sim_nocompute) return DDP_OK;
   ddp__reduce_host(dst, src, count, dtype, op);
   return DDP_OK;
 }
 
 static ddp_status_t host_copy(ddp__ctx_t *x, void *dst, const void *src, size_t bytes) {
-  (void)x;
+  if (DDP_SIMULATED && x->cs->sim_nocompute) return DDP_OK;
   ddp__copy_host(dst, src, bytes);
   return DDP_OK;
 }
@@ -98,7 +100,12 @@ static ddp_status_t host_scratch(ddp__ctx_t *x, int slot, size_t bytes, void **p
     size_t want = (bytes + 4095) & ~(size_t)4095;
     cs->scratch[slot] = NULL;
     cs->scratch_bytes[slot] = 0;
-    if (posix_memalign(&cs->scratch[slot], 64, want) != 0)
+    /* Simulated: plain malloc, which SMPI intercepts (smpi_helpers.h), so that sweeps with
+     * --cfg=smpi/auto-shared-malloc-thresh share big scratch buffers between simulated ranks
+     * (scale/sweep.sh; 256 ranks x 64 MB would not fit in memory otherwise). */
+    if (DDP_SIMULATED) cs->scratch[slot] = malloc(want);
+    else if (posix_memalign(&cs->scratch[slot], 64, want) != 0) cs->scratch[slot] = NULL;
+    if (!cs->scratch[slot])
       return ddp__error(DDP_ENOMEM, "collective scratch buffer of %zu bytes: out of memory", want);
     cs->scratch_bytes[slot] = want;
   }
