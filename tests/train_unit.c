@@ -444,6 +444,39 @@ static void checkpoint_format(const char *dir) {
         "missing file: %s", err);
   free(c);
   free(buf);
+
+  /* Version 2 with AdamW state: two buffers and the step count round-trip; a version 1 file
+   * (SGD momentum) still reads, as SGD with one buffer, and AdamW refuses it. */
+  float e0[3] = {1e-3f, 2e-3f, 3e-3f}, e1[2] = {4e-3f, 5e-3f};
+  float *adam[4] = {m0, m1, e0, e1};
+  st.optim = 1, st.nstate = 2, st.optim_steps = 480;
+  CHECK(ckpt_serialize(&st, params, adam, counts, &buf, &n, err, sizeof err) == 0, "%s", err);
+  CHECK(n == ckpt_file_bytes_state(2, 5, 2), "size %zu", n);
+  CHECK(ckpt_parse(buf, n, &v, err, sizeof err) == 0 && v.version == 2 && v.st.optim == 1 &&
+        v.st.nstate == 2 && v.st.optim_steps == 480, "adamw header: %s", err);
+  ckpt_copy_floats(buf, v.state_off + 4 * 5, mback, 5);
+  CHECK(mback[0] == 1e-3f && mback[4] == 5e-3f, "exp_avg_sq did not round-trip");
+  CHECK(ckpt_check_optim(&v, 1, "adamw", 2, err, sizeof err) == 0, "%s", err);
+  CHECK(ckpt_check_optim(&v, 0, "sgd", 1, err, sizeof err) != 0 && strstr(err, "--optim sgd"), "msg: %s", err);
+  free(buf);
+  st.optim = 0, st.nstate = 1, st.optim_steps = 486;
+  CHECK(ckpt_serialize(&st, params, mom, counts, &buf, &n, err, sizeof err) == 0, "%s", err);
+  /* The same file as version 1 wrote it: 128-byte header, no optimizer fields. */
+  size_t n1 = n - (CKPT_HEADER_BYTES - CKPT_V1_HEADER_BYTES);
+  unsigned char *v1 = malloc(n1);
+  memcpy(v1, buf, CKPT_V1_HEADER_BYTES);
+  memcpy(v1 + CKPT_V1_HEADER_BYTES, (char *)buf + CKPT_HEADER_BYTES, n - CKPT_HEADER_BYTES);
+  v1[8] = 1, v1[12] = (unsigned char)CKPT_V1_HEADER_BYTES;
+  uint32_t crc = ckpt_crc32(v1, n1 - 4);
+  for (int k = 0; k < 4; k++) v1[n1 - 4 + (size_t)k] = (unsigned char)(crc >> (8 * k));
+  CHECK(ckpt_parse(v1, n1, &v, err, sizeof err) == 0 && v.version == 1 && v.st.optim == 0 &&
+        v.st.nstate == 1 && v.st.optim_steps == 486, "version 1 file: %s", err);
+  ckpt_copy_floats(v1, v.momentum_off, mback, 5);
+  CHECK(mback[0] == 0.1f && mback[4] == 8, "version 1 momentum");
+  CHECK(ckpt_check_optim(&v, 1, "adamw", 2, err, sizeof err) != 0 && strstr(err, "version 1"),
+        "adamw from a version 1 file: %s", err);
+  free(v1);
+  free(buf);
 }
 
 int main(int argc, char **argv) {
