@@ -668,9 +668,15 @@ static ddp_status_t gather_wait(ddp_reducer_t *r, size_t j) {
   b->agreq = NULL;
   b->ag_pending = 0;
   if (st != DDP_OK) return st;
+  /* This rank's own range is already in the application's buffer (it was copied from there):
+   * only the others' elements come back. */
   for (size_t k = 0; k < r->lay.nmem[j]; k++) {
-    size_t i = r->lay.members[r->lay.first[j] + k];
-    memcpy(r->p[i].data, slot(r, i), pbytes(&r->p[i]));
+    size_t i = r->lay.members[r->lay.first[j] + k], begin, count, es = ddp_dtype_size(r->p[i].dtype);
+    own_range(r, i, &begin, &count);
+    char *dst = (char *)r->p[i].data;
+    const char *src = (const char *)slot(r, i);
+    memcpy(dst, src, begin * es);
+    memcpy(dst + (begin + count) * es, src + (begin + count) * es, (r->p[i].count - begin - count) * es);
   }
   if (r->shard == 2) release_others(r, j);
   return DDP_OK;
