@@ -10,8 +10,16 @@
  * hooks: 1e-2), else the row says WRONG and the exit status is 1. A reducer that returned a
  * sum, or one rank's gradient, fails here even though every rank agrees.
  *
+ * --optim adamw trains with AdamW instead of plain SGD; --zero 0,1,2 runs the reducer unsharded,
+ * ZeRO-1 (reduce-scatter, shard-only update and state, parameter allgather) and ZeRO-2 (also the
+ * gradient pages outside the shard released between steps) side by side, and reports each
+ * configuration's optimizer-state bytes per rank and the process's peak resident memory
+ * (VmHWM, max over ranks; per process, so bench/zero_memory.sh runs each mode in its own
+ * mpirun for the memory figures).
+ *
  *   mpirun -np 2 build/apps/ddp_bench --steps 30 [-J ddp_bench.json]
- *   mpirun -np 2 build/apps/ddp_bench --steps 30 --sweep -J sweep.json */
+ *   mpirun -np 2 build/apps/ddp_bench --steps 30 --sweep -J sweep.json
+ *   mpirun -np 2 build/apps/ddp_bench --steps 30 --optim adamw --zero 0,1,2 -J zero.json */
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
@@ -32,6 +40,7 @@ typedef struct cfg {
   ddp_algo_t algo;
   int overlap, views, predivided;
   ddp_hook_t hook;
+  int zero; /* reducer opts.shard: 0, 1 (ZeRO-1) or 2 (ZeRO-2) */
 } cfg_t;
 
 typedef struct result {
@@ -45,15 +54,26 @@ typedef struct result {
   double grad_tol;
   int step_wrong;  /* checked step: gradients or parameters differ from the reference */
   char algo_used[32];
+  size_t state_bytes; /* optimizer state of this configuration, max over ranks */
 } result_t;
 
 typedef struct bench {
   ddp_comm_t *comm;
   int rank, size;
   int steps, warmup, batch, device_cuda;
+  int no_check; /* --no-check: skip the reference step (memory runs: /usr/bin/time's peak is then
+                   the training's, not the reference model's) */
   int sizes[16], nsizes;
   train_model_t m;
-  train_optim_t *opt; /* plain SGD */
+  train_optim_kind_t optim;   /* plain SGD (default) or AdamW */
+  train_optim_t *opt[16];     /* per configuration; sharded ones created at their first update */
+  size_t begin[16][TM_MAX_PARAMS], count[16][TM_MAX_PARAMS]; /* the ranges each one updates */
+  ddp_reducer_t *rs[16];      /* the configurations' reducers */
+  float *zgrad[TM_MAX_PARAMS]; /* AdamW: all-zero gradients (one calloc'd block, never written,
+                                 so never resident) for the compute-only step's update */
+  long peak_rss_kib;          /* VmHWM after the timed steps (before the checks), max over ranks */
+  const train_model_t *ref;   /* check_step: the reference gradients, compared right after finish */
+  double ref_err;
   float *x;
   int *labels;
   float lr;
@@ -70,7 +90,8 @@ static void usage(void) {
   fprintf(stderr,
           "usage: ddp_bench [--steps N] [--warmup N] [--batch B] [--layers 784,2048,...]\n"
           "                 [--bucket-cap-mb MB] [--first-bucket-mb MB] [--algo NAME] [--hook none|fp16|bf16]\n"
-          "                 [--no-overlap] [--no-views] [--no-predivide] [--sweep] [--device host|cuda] [-J file.json]\n");
+          "                 [--no-overlap] [--no-views] [--no-predivide] [--sweep] [--device host|cuda] [-J file.json]\n"
+          "                 [--optim sgd|adamw] [--zero 0|1|2[,...]] [--no-check]\n");
 }
 
 static int parse_layers(const char *s, int *sizes, int *n) {
@@ -105,6 +126,44 @@ static void on_trace(void *ctx, int begin, const char *what, int layer) {
   else ddp_timeline_end(b->comm, name, "compute", NULL);
 }
 
+/* Configuration k's optimizer over the ranges it updates: every element, or (zero) this rank's
+ * shard, known once its reducer finished a synced step (-1 until then: no update yet). */
+static int ensure_opt(bench_t *b, int k, const cfg_t *c) {
+  if (b->opt[k]) return 0;
+  for (size_t i = 0; i < b->m.nparams; i++) {
+    b->begin[k][i] = 0, b->count[k][i] = b->m.count[i];
+    if (c->zero && ddp_reducer_shard_range(b->rs[k], i, &b->begin[k][i], &b->count[k][i]) != DDP_OK)
+      return -1; /* before the first finish */
+  }
+  train_optim_opts_t oo;
+  if (b->optim == TRAIN_OPTIM_ADAMW) train_optim_opts_adamw(&oo);
+  else train_optim_opts_default(&oo), oo.momentum = 0.0f; /* plain SGD: p -= lr g */
+  if (train_optim_create(&oo, b->count[k], b->m.nparams, &b->opt[k]) != 0) {
+    fprintf(stderr, "ddp_bench: out of memory for the optimizer\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return 0;
+}
+
+/* Worst relative L2 error of the averaged gradients against b->ref over the ranges
+ * configuration k updates (with zero only its shard's gradients are averaged). */
+static double grad_rel_err_k(const bench_t *b, int k, const cfg_t *c) {
+  double worst = 0.0;
+  for (size_t i = 0; i < b->m.nparams; i++) {
+    size_t lo = 0, n = b->m.count[i];
+    if (c->zero) APP_CHECK(ddp_reducer_shard_range(b->rs[k], i, &lo, &n));
+    double d = 0.0, r = 0.0;
+    for (size_t e = lo; e < lo + n; e++) {
+      double x = b->m.grad[i][e], y = b->ref->grad[i][e];
+      d += (x - y) * (x - y);
+      r += y * y;
+    }
+    double e = sqrt(d) / (sqrt(r) > 1e-30 ? sqrt(r) : 1e-30);
+    worst = e > worst ? e : worst;
+  }
+  return worst;
+}
+
 static void on_ready(size_t i, void *ctx) {
   bench_t *b = ctx;
   ddp_status_t st = DDP_OK;
@@ -120,9 +179,10 @@ static void on_ready(size_t i, void *ctx) {
   }
 }
 
-/* One training step; with a reducer, gradients are exchanged while backward runs (overlap) or
- * all at once after it. */
-static int step(bench_t *b, const cfg_t *c, float lr) {
+/* One training step of configuration k; with a reducer, gradients are exchanged while backward
+ * runs (overlap) or all at once after it; with zero the update covers this rank's shard and the
+ * parameter allgather is waited for inside the step (charged to it, not overlapped). */
+static int step(bench_t *b, const cfg_t *c, int k, float lr) {
   /* predivided: the loss carries 1/world, so the reducer only sums */
   b->m.loss_scale = c->predivided ? 1.0f / (float)b->size : 1.0f;
   tm_forward(&b->m, b->x, b->labels, b->batch);
@@ -145,10 +205,20 @@ static int step(bench_t *b, const cfg_t *c, float lr) {
     } else {
       tm_set_grads(&b->m, g);
     }
+    if (b->ref) b->ref_err = grad_rel_err_k(b, k, c);
   }
-  on_trace(b, 1, "sgd", -1);
-  train_optim_step(b->opt, b->m.param, b->m.grad, lr);
-  on_trace(b, 0, "sgd", -1);
+  if (ensure_opt(b, k, c) == 0) {
+    /* The compute-only step (no reducer, lr 0) of a stateful optimizer updates on zero
+     * gradients: its local, unaveraged ones would make the state differ between ranks. */
+    float *const *g = !b->r && b->zgrad[0] ? b->zgrad : b->m.grad;
+    on_trace(b, 1, "sgd", -1);
+    train_optim_step_at(b->opt[k], b->m.param, g, b->begin[k], lr);
+    on_trace(b, 0, "sgd", -1);
+  }
+  if (b->r && c->zero) {
+    APP_CHECK(ddp_reducer_allgather_params(b->r));
+    APP_CHECK(ddp_reducer_param_wait(b->r, SIZE_MAX));
+  }
   return 0;
 }
 
@@ -192,6 +262,7 @@ static int create_reducer(bench_t *b, const cfg_t *c) {
   o.grad_as_bucket_view = c->views;
   o.hook = c->hook;
   o.predivided = c->predivided;
+  o.shard = c->zero;
   o.stream = b->stream;
   APP_CHECK(ddp_reducer_create(b->comm, p, b->m.nparams, &o, &b->r));
   if (b->device_cuda) { /* rank 0's parameters, broadcast on the device, back to the host model */
@@ -214,79 +285,71 @@ static double median(double *v, int n) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Relative L2 error of a gradient and the reference's: max over tensors. */
-static double grad_rel_err(const train_model_t *a, const train_model_t *ref) {
-  double worst = 0.0;
-  for (size_t i = 0; i < a->nparams; i++) {
-    double d = 0.0, n = 0.0;
-    for (size_t k = 0; k < a->count[i]; k++) {
-      double x = a->grad[i][k], y = ref->grad[i][k];
-      d += (x - y) * (x - y);
-      n += y * y;
-    }
-    double e = sqrt(d) / (sqrt(n) > 1e-30 ? sqrt(n) : 1e-30);
-    worst = e > worst ? e : worst;
-  }
-  return worst;
-}
-
-/* One DDP step of configuration c checked against a single process that takes the same step
+/* One DDP step of configuration k checked against a single process that takes the same step
  * on the concatenated batch of every rank (samples 0 .. size*batch-1, the order of the ranks'
- * batches): the averaged gradients within `tol` (relative L2 per tensor) and the parameters
- * after SGD within 1e-5 relative (as tests/reducer_equiv.c; not with a fp16/bf16 hook, whose
- * rounding the gradient tolerance covers). Rank 0 computes the reference; every rank gets the
- * verdict. Returns 0 when both match. */
-static int check_step(bench_t *b, ddp_reducer_t *r, const cfg_t *c, double tol, double *err) {
+ * batches): the averaged gradients within `tol` (relative L2 per tensor, over this rank's shard
+ * with zero; compared right after finish, before the allgather reuses the buckets) and, with
+ * plain SGD, the parameters after the update within 1e-5 relative (as tests/reducer_equiv.c;
+ * not with a fp16/bf16 hook, whose rounding the gradient tolerance covers; AdamW's parameters
+ * are covered by ddp_train's --deterministic CRC tests). Every rank computes the reference and
+ * every rank gets the verdict. Returns 0 when both match. */
+static int check_step(bench_t *b, int k, const cfg_t *c, double tol, double *err) {
   size_t total = b->m.total;
-  float *before = malloc(total * sizeof(float));
-  if (!before) {
-    fprintf(stderr, "ddp_bench: out of memory (check)\n");
+  int in = b->sizes[0], classes = b->sizes[b->nsizes - 1], n = b->batch * b->size;
+  train_model_t ref;
+  char msg[256];
+  float *x = malloc(sizeof(float) * (size_t)n * (size_t)in);
+  int *y = malloc(sizeof(int) * (size_t)n);
+  if (!x || !y || tm_create_mlp(&ref, b->sizes, b->nsizes, NULL, n, 0, msg, sizeof msg) != 0) {
+    fprintf(stderr, "ddp_bench: out of memory (reference model)\n");
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  memcpy(before, b->m.param_block, total * sizeof(float));
-  b->r = r;
-  int failed = point_grads(b, r, c) != 0;
+  for (int s = 0; s < n; s++) train_synth_sample(7, (uint64_t)s, in, classes, x + (size_t)s * in, &y[s]);
+  memcpy(ref.param_block, b->m.param_block, total * sizeof(float));
+  tm_forward(&ref, x, y, n);
+  tm_backward(&ref, x, y, n, 0, NULL, NULL);
+  b->r = b->rs[k];
+  b->ref = &ref;
+  b->ref_err = 1e30;
+  int failed = point_grads(b, b->rs[k], c) != 0;
   MPI_Barrier(MPI_COMM_WORLD);
-  if (failed || step(b, c, b->lr) != 0) {
-    free(before);
+  if (failed || step(b, c, k, b->lr) != 0) {
+    free(x), free(y), tm_free(&ref);
     return 1;
   }
-  double res[2] = {0.0, 0.0}; /* worst gradient error, parameters out of tolerance */
-  if (b->rank == 0) {
-    int in = b->sizes[0], classes = b->sizes[b->nsizes - 1], n = b->batch * b->size;
-    train_model_t ref;
-    char err[256];
-    float *x = malloc(sizeof(float) * (size_t)n * (size_t)in);
-    int *y = malloc(sizeof(int) * (size_t)n);
-    if (!x || !y || tm_create_mlp(&ref, b->sizes, b->nsizes, NULL, n, 0, err, sizeof err) != 0) {
-      fprintf(stderr, "ddp_bench: out of memory (reference model)\n");
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-    for (int s = 0; s < n; s++) train_synth_sample(7, (uint64_t)s, in, classes, x + (size_t)s * in, &y[s]);
-    memcpy(ref.param_block, before, total * sizeof(float));
-    tm_forward(&ref, x, y, n);
-    tm_backward(&ref, x, y, n, 0, NULL, NULL);
-    train_optim_step(b->opt, ref.param, ref.grad, b->lr);
-    res[0] = grad_rel_err(&b->m, &ref);
-    for (size_t e = 0; e < total && c->hook == DDP_HOOK_NONE; e++) {
+  b->ref = NULL;
+  double res[2] = {b->ref_err, 0.0}; /* worst gradient error, parameters out of tolerance */
+  if (b->optim == TRAIN_OPTIM_SGD && c->hook == DDP_HOOK_NONE) {
+    for (size_t e = 0; e < total; e++) ref.param_block[e] -= b->lr * ref.grad_block[e];
+    for (size_t e = 0; e < total; e++) {
       double p = b->m.param_block[e], q = ref.param_block[e];
       res[1] += fabs(p - q) > 1e-5 * fmax(fabs(q), 1e-2);
     }
-    tm_free(&ref);
-    free(x);
-    free(y);
   }
-  free(before);
-  MPI_Bcast(res, 2, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+  tm_free(&ref);
+  free(x);
+  free(y);
+  MPI_Allreduce(MPI_IN_PLACE, res, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   *err = res[0];
   return !(res[0] <= tol) || res[1] > 0;
+}
+
+/* Peak resident memory of this process (VmHWM in /proc/self/status), in KiB; 0 if unknown. */
+static long peak_rss_kib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  char line[256];
+  long kib = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %ld kB", &kib) == 1) break;
+  if (f) fclose(f);
+  return kib;
 }
 
 /* All configurations run side by side: each measured iteration does one compute-only step and
  * one DDP step per configuration, in an order that rotates every iteration, so load from other
  * processes on the machine shifts every figure alike. Means over --steps, the slowest rank's. */
 static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
-  ddp_reducer_t *rs[16];
+  ddp_reducer_t **rs = b->rs;
   for (int k = 0; k < n; k++) {
     memset(&res[k], 0, sizeof res[k]);
     res[k].cfg = cfgs[k];
@@ -321,7 +384,7 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         ddp_timeline_begin(b->comm, "compute-only step", "bench", NULL);
-        if (step(b, &cfgs[0], 0.0f) != 0) return 1;
+        if (step(b, &cfgs[0], 0, 0.0f) != 0) return 1;
         ddp_timeline_end(b->comm, "compute-only step", "bench", NULL);
         double dt = MPI_Wtime() - t0;
         if (s >= 0) comp += dt, comp_min = dt < comp_min ? dt : comp_min, tc[s] = dt;
@@ -334,16 +397,20 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
       char span[64];
       snprintf(span, sizeof span, "ddp step (%s)", cfgs[k].label);
       ddp_timeline_begin(b->comm, span, "bench", NULL);
-      if (step(b, &cfgs[k], b->lr) != 0) return 1;
+      if (step(b, &cfgs[k], k, b->lr) != 0) return 1;
       ddp_timeline_end(b->comm, span, "bench", NULL);
       double dt = MPI_Wtime() - t1;
       if (s >= 0) sum[k] += dt, mins[k] = dt < mins[k] ? dt : mins[k], td[(size_t)k * b->steps + s] = dt;
     }
   }
+  /* Peak resident memory of the training steps, before the checked steps add a reference model. */
+  b->peak_rss_kib = (long)max_over_ranks((double)peak_rss_kib());
   /* One checked step per configuration, against the single-process reference. */
   for (int k = 0; k < n; k++) {
     res[k].grad_tol = cfgs[k].hook == DDP_HOOK_NONE ? 1e-4 : 1e-2;
-    res[k].step_wrong = check_step(b, rs[k], &cfgs[k], res[k].grad_tol, &res[k].grad_err);
+    res[k].grad_err = -1.0; /* not checked */
+    if (!b->no_check)
+      res[k].step_wrong = check_step(b, k, &cfgs[k], res[k].grad_tol, &res[k].grad_err);
   }
   b->r = NULL;
   b->compute_ms = max_over_ranks(median(tc, b->steps) * 1e3);
@@ -361,6 +428,7 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
     ddp_reducer_stats_t st;
     APP_CHECK(ddp_reducer_stats(rs[k], &st));
     res[k].wrong = wrong;
+    res[k].state_bytes = (size_t)max_over_ranks((double)train_optim_state_bytes(b->opt[k]));
     res[k].compute_ms = b->compute_ms;
     res[k].compute_min_ms = max_over_ranks(comp_min * 1e3);
     res[k].compute_mean_ms = comp_mean;
@@ -417,7 +485,8 @@ static void json_row(FILE *fp, const bench_t *b, const result_t *r) {
           "\"wire_bytes\":%zu,\"algo\":\"%s\",\"overlap\":%s,\"views\":%s,\"hook\":\"%s\",\"device\":\"%s\","
           "\"predivided\":%s,\"compute_only_min_ms\":%.4f,\"ddp_step_min_ms\":%.4f,\"efficiency_best\":%.4f,"
           "\"compute_only_mean_ms\":%.4f,\"ddp_step_mean_ms\":%.4f,\"efficiency_mean\":%.4f,"
-          "\"grad_rel_err\":%.3e,\"grad_tol\":%.1e,\"wrong\":%s}",
+          "\"grad_rel_err\":%.3e,\"grad_tol\":%.1e,\"wrong\":%s,\"zero\":%d,\"optim\":\"%s\","
+          "\"opt_state_bytes\":%zu,\"peak_rss_kib\":%ld}",
           r->cfg.label, b->size, b->m.total, b->batch, b->steps, r->compute_ms, r->step_ms,
           r->efficiency, r->exposed_ms, r->comm_ms, r->hidden, r->samples_per_s, r->cfg.cap_mb,
           r->cfg.first_mb, r->nbuckets, r->wire_bytes, r->algo_used, r->cfg.overlap ? "true" : "false",
@@ -425,7 +494,8 @@ static void json_row(FILE *fp, const bench_t *b, const result_t *r) {
           r->cfg.predivided ? "true" : "false", r->compute_min_ms, r->step_min_ms,
           r->compute_min_ms / r->step_min_ms, r->compute_mean_ms, r->step_mean_ms,
           r->compute_mean_ms / r->step_mean_ms, r->grad_err, r->grad_tol,
-          r->wrong || r->step_wrong ? "true" : "false");
+          r->wrong || r->step_wrong ? "true" : "false", r->cfg.zero, train_optim_name(b->optim),
+          r->state_bytes, b->peak_rss_kib);
 }
 
 int main(int argc, char **argv) {
@@ -441,9 +511,9 @@ int main(int argc, char **argv) {
   b.nsizes = 5;
   /* The loss carries 1/world (predivided) by default: the same averaged gradients without a
    * division pass over the buckets; --no-predivide makes the reducer divide instead. */
-  cfg_t base = {"ddp", 25.0, 1.0, DDP_ALGO_AUTO, 1, 1, 1, DDP_HOOK_NONE};
+  cfg_t base = {"ddp", 25.0, 1.0, DDP_ALGO_AUTO, 1, 1, 1, DDP_HOOK_NONE, 0};
   const char *json = NULL;
-  int sweep = 0, bad = 0;
+  int sweep = 0, bad = 0, zeros[3] = {0, 0, 0}, nzero = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     int takes = 1;
@@ -462,6 +532,17 @@ int main(int argc, char **argv) {
       if (!strcmp(v, "cuda")) b.device_cuda = 1;
       else if (strcmp(v, "host")) bad = 1;
     } else if (!strcmp(a, "-J") && v) json = v;
+    else if (!strcmp(a, "--optim") && v) bad |= train_optim_parse(v, &b.optim) != 0;
+    else if (!strcmp(a, "--zero") && v) { /* a list: 0,1,2 */
+      nzero = 0;
+      for (const char *q = v; !bad && *q;) {
+        if (*q < '0' || *q > '2' || nzero == 3) bad = 1;
+        else zeros[nzero++] = *q - '0';
+        q++;
+        if (*q == ',') q++;
+        else if (*q) bad = 1;
+      }
+    }
     else {
       takes = 0;
       if (!strcmp(a, "--no-overlap")) base.overlap = 0;
@@ -469,6 +550,7 @@ int main(int argc, char **argv) {
       else if (!strcmp(a, "--predivide")) base.predivided = 1;
       else if (!strcmp(a, "--no-predivide")) base.predivided = 0;
       else if (!strcmp(a, "--sweep")) sweep = 1;
+      else if (!strcmp(a, "--no-check")) b.no_check = 1;
       else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
         usage();
         return 0;
@@ -504,13 +586,15 @@ int main(int argc, char **argv) {
   app_blas_note(info.local_rank == 0, 0);
   openblas_set_num_threads(1);
   char err[256];
-  train_optim_opts_t oo;
-  train_optim_opts_default(&oo);
-  oo.momentum = 0.0f; /* plain SGD: p -= lr g */
-  if (tm_create_mlp(&b.m, b.sizes, b.nsizes, NULL, b.batch, 0, err, sizeof err) != 0 ||
-      train_optim_create(&oo, b.m.count, b.m.nparams, &b.opt) != 0) {
+  if (tm_create_mlp(&b.m, b.sizes, b.nsizes, NULL, b.batch, 0, err, sizeof err) != 0) {
     fprintf(stderr, "ddp_bench: cannot build the model: %s\n", err);
     MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  float *zblock = NULL;
+  if (b.optim != TRAIN_OPTIM_SGD) {
+    zblock = calloc(b.m.total, sizeof(float));
+    if (!zblock) MPI_Abort(MPI_COMM_WORLD, 1);
+    for (size_t i = 0, off = 0; i < b.m.nparams; off += b.m.count[i], i++) b.zgrad[i] = zblock + off;
   }
   uint64_t seed = train_rng_seed(42);
   tm_init_params(&b.m, &seed);
@@ -524,9 +608,21 @@ int main(int argc, char **argv) {
     train_synth_sample(7, (uint64_t)b.rank * (uint64_t)b.batch + (uint64_t)s, in, classes,
                      b.x + (size_t)s * in, &b.labels[s]);
 
+  if (nzero && (sweep || base.hook != DDP_HOOK_NONE || !base.views || b.device_cuda)) {
+    if (b.rank == 0)
+      fprintf(stderr, "ddp_bench: --zero runs host buckets with views, no hook, and not with --sweep\n");
+    ddp_finalize(&b.comm);
+    return 2;
+  }
   cfg_t cfgs[16];
   int ncfg = 0;
-  cfgs[ncfg++] = base;
+  if (!nzero) cfgs[ncfg++] = base;
+  for (int z = 0; z < nzero; z++) { /* one configuration per --zero mode, same reducer options */
+    cfg_t c = base;
+    c.zero = zeros[z];
+    snprintf(c.label, sizeof c.label, "zero %d", zeros[z]);
+    cfgs[ncfg++] = c;
+  }
   if (sweep) {
     cfg_t c = base;
     c.overlap = 0, snprintf(c.label, sizeof c.label, "no-overlap");
@@ -551,14 +647,16 @@ int main(int argc, char **argv) {
   }
   result_t res[16];
   if (run_all(&b, cfgs, ncfg, res) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+  long rss = b.peak_rss_kib;
 
   if (b.rank == 0) {
     char ver[128];
     ddp_mpi_library_version(ver, sizeof ver);
     printf("# ddp_bench: W-DDP MLP ");
     for (int i = 0; i < b.nsizes; i++) printf("%s%d", i ? "-" : "", b.sizes[i]);
-    printf(", %zu parameters (%.1f MB of f32 gradients), per-rank batch %d, SGD, 1 BLAS thread per rank\n",
-           b.m.total, (double)b.m.total * 4 / 1048576.0, b.batch);
+    printf(", %zu parameters (%.1f MB of f32 gradients), per-rank batch %d, %s, 1 BLAS thread per rank\n",
+           b.m.total, (double)b.m.total * 4 / 1048576.0, b.batch,
+           b.optim == TRAIN_OPTIM_ADAMW ? "AdamW" : "SGD");
     printf("# np %d, steps %d (+%d warmup), mpiddp %s, %s\n", b.size, b.steps, b.warmup, ddp_version(), ver);
     char cpu[160], blas[256];
     app_cpu_describe(cpu, sizeof cpu);
@@ -569,7 +667,8 @@ int main(int argc, char **argv) {
       ddp_device_describe(b.comm, dev, sizeof dev);
       printf("# device buckets on %s: host compute, gradients copied H2D before grad_ready and D2H after finish\n", dev);
     }
-    printf("# compute_ms: the same steps without communication; each measured iteration runs one compute-only step and one\n"
+    printf("# compute_ms: the same steps without communication (the first configuration's optimizer update included;\n"
+           "# AdamW updates there on zero gradients so its state stays the same on every rank); each measured iteration runs one compute-only step and one\n"
            "# DDP step per configuration, interleaved in a rotating order; efficiency = compute_ms / ddp_ms (medians over\n"
            "# the steps, slowest rank; means are in the JSON);\n"
            "# eff_best = fastest compute-only step / fastest DDP step (the figure least disturbed by other load)\n");
@@ -582,6 +681,16 @@ int main(int argc, char **argv) {
            "params", "compute_ms", "ddp_ms", "effic", "eff_best", "exposed", "comm_ms", "hidden", "samples/s", "bkts",
            "cap_mb", "algo", "ovl", "vw", "hook", "grad_err");
     for (int k = 0; k < ncfg; k++) print_row(&b, &res[k]);
+    if (nzero) {
+      /* The memory side: the optimizer's own accounting per configuration, and the process's
+       * peak resident memory (all configurations of this run together). */
+      printf("# %-20s %5s %14s %10s %8s %7s   peak RSS (VmHWM, max over ranks) of this process: %.1f MB\n",
+             "config", "optim", "opt_state_MB", "ddp_ms", "effic", "vs_z0", (double)rss / 1024.0);
+      for (int k = 0; k < ncfg; k++)
+        printf("  %-20s %5s %14.2f %10.2f %8.3f %7.3f\n", res[k].cfg.label, train_optim_name(b.optim),
+               (double)res[k].state_bytes / 1048576.0, res[k].step_ms, res[k].efficiency,
+               res[k].step_ms / res[0].step_ms);
+    }
     if (ncfg > 1)
       for (int k = 1; k < ncfg; k++)
         printf("# %-20s step time %.2fx of '%s'\n", res[k].cfg.label, res[k].step_ms / res[0].step_ms,
@@ -622,7 +731,8 @@ int main(int argc, char **argv) {
   wrong |= step_wrong;
   free(b.x);
   free(b.labels);
-  train_optim_destroy(&b.opt);
+  for (int k = 0; k < 16; k++) train_optim_destroy(&b.opt[k]);
+  free(zblock);
   tm_free(&b.m);
   APP_CHECK(ddp_finalize(&b.comm));
   return wrong ? 1 : 0;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "app_blas.h"
@@ -66,6 +67,8 @@ typedef struct opts {
   train_amp_t amp;
   double loss_scale; /* initial scale for --amp fp16 */
   int progress; /* -1 auto, 0 off, 1 on */
+  train_optim_kind_t optim; /* --optim */
+  int zero;                 /* --zero 0|1|2 */
 } opts_t;
 
 static void usage(FILE *f) {
@@ -73,9 +76,15 @@ static void usage(FILE *f) {
           "usage: mpirun -np N ddp_train [options]\n"
           "  --epochs N               epochs (default 10)\n"
           "  --batch N                per-rank batch; global batch = N x ranks (default 64)\n"
-          "  --lr X                   peak learning rate (default 0.05)\n"
+          "  --lr X                   peak learning rate (default 0.05 SGD, 0.001 AdamW)\n"
+          "  --optim sgd|adamw        optimizer: SGD with momentum (default) or AdamW (betas 0.9,\n"
+          "                           0.999, eps 1e-8, decoupled weight decay, torch.optim.AdamW)\n"
           "  --momentum X             SGD momentum (default 0.9)\n"
-          "  --wd X                   weight decay (default 5e-4)\n"
+          "  --wd X                   weight decay (default 5e-4 SGD, 0.01 AdamW)\n"
+          "  --zero 0|1|2             1 (ZeRO-1): gradients reduce-scattered, each rank updates and\n"
+          "                           keeps optimizer state for its shard only, parameters\n"
+          "                           allgathered; 2 (ZeRO-2): also gives the gradient memory\n"
+          "                           outside its shard back between steps (default 0)\n"
           "  --warmup N               warmup steps (default min(200, total/10))\n"
           "  --model mlp|cnn          MLP 784-512-256-10 or conv5x5(16)-pool-conv5x5(32)-pool-fc\n"
           "  --seed N                 parameter init and data-order seed (default 0)\n"
@@ -151,7 +160,7 @@ static int parse_double(const char *flag, const char *v, double lo, double hi, d
 
 /* Returns 0 ok, 1 help printed, -1 error. */
 static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
-  *o = (opts_t){.epochs = 10, .batch = 64, .lr = 0.05, .momentum = 0.9, .wd = 5e-4,
+  *o = (opts_t){.epochs = 10, .batch = 64, .lr = -1.0, .momentum = 0.9, .wd = -1.0,
                 .warmup = -1, .model = "mlp", .seed = 0, .algo = NULL, .bucket_cap_mb = 25.0,
                 .hook = DDP_HOOK_NONE, .data = NULL, .threads = 1, .sync = SYNC_REDUCER, .progress = -1, .loss_scale = 65536.0};
   for (int i = 1; i < argc; i++) {
@@ -178,6 +187,15 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
     } else if (FLAG("--wd")) {
       if (parse_double(a, v, 0.0, 1.0, &o->wd, quiet)) return -1;
       i++;
+    } else if (FLAG("--optim")) {
+      if (train_optim_parse(v, &o->optim) != 0) {
+        PERR("ddp_train: --optim expects sgd or adamw, got '%s'\n", v ? v : "(missing)");
+        return -1;
+      }
+      i++;
+    } else if (FLAG("--zero")) {
+      if (parse_long(a, v, 0, 2, &x, quiet)) return -1;
+      o->zero = (int)x, i++;
     } else if (FLAG("--warmup")) {
       if (parse_long(a, v, 0, LONG_MAX, &x, quiet)) return -1;
       o->warmup = x, i++;
@@ -297,6 +315,19 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
     }
 #undef FLAG
   }
+  int adamw = o->optim == TRAIN_OPTIM_ADAMW;
+  if (o->lr < 0.0) o->lr = adamw ? 1e-3 : 0.05;
+  if (o->wd < 0.0) o->wd = adamw ? 0.01 : 5e-4;
+  if (o->zero && (o->sync == SYNC_MPI || o->device || o->hook != DDP_HOOK_NONE ||
+                  o->amp == TRAIN_AMP_FP16)) {
+    PERR("ddp_train: --zero %d needs the reducer or --deterministic, host buckets, no --hook and "
+         "no --amp fp16\n", o->zero);
+    return -1;
+  }
+  if (adamw && o->device) {
+    PERR("ddp_train: --optim adamw runs on the host only (not with --device cuda)\n");
+    return -1;
+  }
   if (o->device && o->sync != SYNC_REDUCER) {
     PERR("ddp_train: --device cuda needs the reducer (not --sync mpi or --deterministic)\n");
     return -1;
@@ -351,7 +382,14 @@ struct trainer {
   uint64_t steps, total_steps, warmup, n_test; /* steps per epoch; test images evaluated */
   train_model_t m;       /* its own gradient storage is the flat buffer of --sync mpi,
                             --deterministic and --device cuda (host_grad) */
-  train_optim_t *opt;
+  train_optim_t *opt;    /* --zero: created at the first update, over this rank's shard */
+  size_t shard_begin[TM_MAX_PARAMS], shard_count[TM_MAX_PARAMS]; /* the range of each tensor
+                            the optimizer updates: all of it, or (--zero) this rank's shard */
+  float *resume_state;   /* --zero --resume: the file's full optimizer state until the shard is
+                            known (the reducer fixes it at the first finish) */
+  uint64_t resume_optim_steps;
+  double *lane_blk;      /* --deterministic --zero: this rank's block of the f64 reduce-scatter */
+  size_t lane_len;       /* grad64 elements (padded to a multiple of the ranks with --zero) */
   train_scaler_t scaler;
   uint64_t rng;
   uint64_t start_epoch, start_step, global_step; /* 0, or the checkpoint's position */
@@ -384,9 +422,86 @@ struct trainer {
  * model read and write it. */
 static float **opt_state(trainer_t *t) { return (float **)train_optim_state(t->opt); }
 
+/* The optimizer options of the run (--optim, --momentum, --wd). */
+static void optim_opts(const opts_t *o, train_optim_opts_t *oo) {
+  if (o->optim == TRAIN_OPTIM_ADAMW) train_optim_opts_adamw(oo);
+  else train_optim_opts_default(oo), oo->momentum = (float)o->momentum;
+  oo->wd = (float)o->wd;
+}
+
+/* State buffers a checkpoint of this run holds (a stateless SGD stores one buffer of zeros). */
+static uint32_t ckpt_nstate(const opts_t *o) { return o->optim == TRAIN_OPTIM_ADAMW ? 2u : 1u; }
+
+/* --deterministic --zero: the flat gradient vector is cut into blocks of lane_blk_elems(t)
+ * elements, rank r owning block r (the f64 reduce-scatter's blocks). */
+static size_t lane_blk_elems(const trainer_t *t) {
+  return (t->m.total + (size_t)t->size - 1) / (size_t)t->size;
+}
+
+/* The optimizer over the range of each tensor this rank updates: everything, or with --zero
+ * its shard (the reducer's after its first finish; --deterministic: its block of the flat
+ * vector), with state for that range only. A pending resume state is taken over here. */
+static int ensure_optim(trainer_t *t) {
+  train_model_t *m = &t->m;
+  if (t->opt) return 0;
+  size_t lo = 0, hi = m->total;
+  if (t->o.zero && t->o.sync == SYNC_LANES) {
+    lo = lane_blk_elems(t) * (size_t)t->rank;
+    hi = lo + lane_blk_elems(t);
+    lo = lo < m->total ? lo : m->total;
+    hi = hi < m->total ? hi : m->total;
+  }
+  for (size_t i = 0, off = 0; i < m->nparams; off += m->count[i], i++) {
+    if (t->o.zero && t->o.sync == SYNC_REDUCER) {
+      APP_CHECK(ddp_reducer_shard_range(t->reducer, i, &t->shard_begin[i], &t->shard_count[i]));
+    } else {
+      size_t a = lo > off ? lo : off, e = hi < off + m->count[i] ? hi : off + m->count[i];
+      t->shard_begin[i] = e > a ? a - off : 0;
+      t->shard_count[i] = e > a ? e - a : 0;
+    }
+  }
+  train_optim_opts_t oo;
+  optim_opts(&t->o, &oo);
+  if (train_optim_create(&oo, t->shard_count, m->nparams, &t->opt) != 0) {
+    fprintf(stderr, "ddp_train: out of memory for the optimizer\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  if (t->resume_state) {
+    for (size_t k = 0; k < train_optim_nstate(t->opt); k++) {
+      float *const *dst = train_optim_state_buf(t->opt, k);
+      for (size_t i = 0, off = 0; i < m->nparams; off += m->count[i], i++)
+        memcpy(dst[i], t->resume_state + k * m->total + off + t->shard_begin[i],
+               t->shard_count[i] * sizeof(float));
+    }
+    train_optim_set_steps(t->opt, t->resume_optim_steps);
+    free(t->resume_state);
+    t->resume_state = NULL;
+  }
+  return 0;
+}
+
+/* --zero with the reducer: waits for the parameter allgather of the last update, before the
+ * parameters are read (forward pass, evaluation, checkpoint, final CRC). */
+static int params_sync(trainer_t *t) {
+  if (t->reducer && t->o.zero) APP_CHECK(ddp_reducer_param_wait(t->reducer, SIZE_MAX));
+  return 0;
+}
+
+/* --zero 2 without the reducer (--deterministic): gives the whole pages of buf[0 .. n) outside
+ * elements [lo, hi) back to the system; they read as zeros when touched again. */
+static void release_outside(void *buf, size_t es, size_t n, size_t lo, size_t hi) {
+  long pg = sysconf(_SC_PAGESIZE);
+  uintptr_t page = pg > 0 ? (uintptr_t)pg : 4096, base = (uintptr_t)buf;
+  uintptr_t gaps[2][2] = {{base, base + lo * es}, {base + hi * es, base + n * es}};
+  for (int g = 0; g < 2; g++) {
+    uintptr_t a = (gaps[g][0] + page - 1) & ~(page - 1), e = gaps[g][1] & ~(page - 1);
+    if (e > a) (void)madvise((void *)a, e - a, MADV_DONTNEED);
+  }
+}
+
 /* After the gradients are averaged: fp16 unscale and inf/nan check (skip the step and back off
- * the scale), then the optimizer. Every rank holds the same averaged gradients, so every rank
- * decides the same. */
+ * the scale), then the optimizer (on this rank's shard with --zero). Every rank holds the same
+ * averaged gradients, so every rank decides the same. */
 static int host_update(trainer_t *t, float lr) {
   train_model_t *m = &t->m;
   int take_step = 1;
@@ -395,7 +510,8 @@ static int host_update(trainer_t *t, float lr) {
       take_step &= train_unscale_check(m->grad[i], m->count[i], t->scaler.scale);
     train_scaler_update(&t->scaler, take_step);
   }
-  if (take_step) train_optim_step(t->opt, m->param, m->grad, lr);
+  if (ensure_optim(t) != 0) return 1;
+  if (take_step) train_optim_step_at(t->opt, m->param, m->grad, t->shard_begin, lr);
   return 0;
 }
 
@@ -416,7 +532,7 @@ static int point_grads(trainer_t *t) {
 /* The bucketed reducer: each gradient goes out as soon as backward completes it. */
 static int step_reducer(trainer_t *t, const ddp_batch_t *b, float lr, double *loss) {
   train_model_t *m = &t->m;
-  if (point_grads(t) != 0) return 1;
+  if (params_sync(t) != 0 || point_grads(t) != 0) return 1;
   m->loss_scale = t->scaler.scale;
   *loss = tm_forward(m, b->x, b->y, (int)b->count);
   tm_backward(m, b->x, b->y, (int)b->count, 0, on_grad_ready, &t->rctx);
@@ -430,7 +546,45 @@ static int step_reducer(trainer_t *t, const ddp_batch_t *b, float lr, double *lo
                                  m->count[i] * sizeof(float), t->stream));
     APP_CHECK(ddp_stream_synchronize(t->comm, t->stream));
   }
-  return host_update(t, lr);
+  if (host_update(t, lr) != 0) return 1;
+  /* --zero: every rank updated its shard; the others' arrive while the next batch loads. */
+  if (t->o.zero) APP_CHECK(ddp_reducer_allgather_params(t->reducer));
+  return 0;
+}
+
+/* --deterministic --zero: the f64 lane sums are reduce-scattered instead of allreduced (the
+ * sums are exact, so this rank's block holds bitwise what the allreduce gives), the update runs
+ * on that block only and the f32 parameters are allgathered: the same bits as --zero 0. */
+static int lanes_zero(trainer_t *t, double count, float lr) {
+  train_model_t *m = &t->m;
+  float *flat = m->grad_block;
+  size_t blk = lane_blk_elems(t), lo = blk * (size_t)t->rank;
+  lo = lo < m->total ? lo : m->total;
+  size_t hi = lo + blk < m->total ? lo + blk : m->total;
+  APP_CHECK(ddp_allreduce(t->comm, DDP_IN_PLACE, &count, 1, DDP_F64, DDP_SUM, NULL));
+  APP_CHECK(ddp_reduce_scatter(t->comm, t->grad64, t->lane_blk, blk, DDP_F64, DDP_SUM, NULL));
+  for (size_t e = lo; e < hi; e++) flat[e] = (float)(t->lane_blk[e - lo] / count);
+  if (t->o.zero == 2) { /* only this rank's block of either gradient buffer is needed now */
+    release_outside(t->grad64, sizeof(double), t->lane_len, blk * (size_t)t->rank,
+                    blk * (size_t)(t->rank + 1));
+    release_outside(flat, sizeof(float), m->total, lo, hi);
+  }
+  if (host_update(t, lr) != 0) return 1;
+  int *counts = malloc(sizeof(int) * 2 * (size_t)t->size), *displs = counts + t->size;
+  for (int q = 0; counts && q < t->size; q++) {
+    size_t a = blk * (size_t)q, e = a + blk;
+    a = a < m->total ? a : m->total;
+    e = e < m->total ? e : m->total;
+    counts[q] = (int)(e - a), displs[q] = (int)a;
+  }
+  int rc = counts ? MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, m->param_block, counts, displs,
+                                   MPI_FLOAT, t->world) : MPI_ERR_NO_MEM;
+  free(counts);
+  if (rc != MPI_SUCCESS) {
+    fprintf(stderr, "ddp_train: --deterministic --zero: parameter allgather failed\n");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return 0;
 }
 
 /* --deterministic L: local sample j sits at position rank + j * size of the global batch, so its
@@ -443,7 +597,7 @@ static int step_lanes(trainer_t *t, const ddp_batch_t *b, float lr, double *loss
   size_t per = (size_t)(t->o.lanes / t->size), E = m->in_elems;
   m->loss_scale = t->scaler.scale;
   *loss = 0.0;
-  memset(t->grad64, 0, sizeof(double) * (m->total + 1));
+  memset(t->grad64, 0, sizeof(double) * t->lane_len);
   for (size_t k = 0; k < per; k++) {
     size_t n = 0;
     for (size_t j = k; j < b->count; j += per, n++) {
@@ -456,6 +610,7 @@ static int step_lanes(trainer_t *t, const ddp_batch_t *b, float lr, double *loss
     for (size_t e = 0; e < m->total; e++) t->grad64[e] += (double)flat[e] * (double)n;
   }
   *loss /= (double)b->count;
+  if (t->o.zero) return lanes_zero(t, (double)b->count, lr);
   t->grad64[m->total] = (double)b->count;
   APP_CHECK(ddp_allreduce(t->comm, DDP_IN_PLACE, t->grad64, m->total + 1, DDP_F64, DDP_SUM, NULL));
   for (size_t e = 0; e < m->total; e++) flat[e] = (float)(t->grad64[e] / t->grad64[m->total]);
@@ -606,18 +761,16 @@ static int setup_model(trainer_t *t) {
   }
   t->scaler = (train_scaler_t){.scale = o->amp == TRAIN_AMP_FP16 ? (float)o->loss_scale : 1.0f,
                                .clean = 0, .interval = 2000, .skipped = 0};
-  train_optim_opts_t oo;
-  train_optim_opts_default(&oo);
-  oo.momentum = (float)o->momentum;
-  oo.wd = (float)o->wd;
-  if (train_optim_create(&oo, m->count, m->nparams, &t->opt) != 0) {
-    fprintf(stderr, "ddp_train: out of memory for the optimizer\n");
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  if (!o->zero && ensure_optim(t) != 0) return 1; /* --zero: at the first update */
   t->xbuf = alloc_or_abort(sizeof(float) * (size_t)o->batch * m->in_elems);
   t->ybuf = alloc_or_abort(sizeof(int32_t) * (size_t)o->batch);
   if (o->sync == SYNC_LANES) {
-    t->grad64 = alloc_or_abort(sizeof(double) * (m->total + 1));
+    /* --zero: padded to equal blocks for the reduce-scatter (the padding stays zero) */
+    t->lane_len = o->zero ? lane_blk_elems(t) * (size_t)t->size : m->total + 1;
+    if (t->lane_len < m->total + 1) t->lane_len = m->total + 1;
+    t->grad64 = calloc(t->lane_len, sizeof(double));
+    t->lane_blk = alloc_or_abort(sizeof(double) * (lane_blk_elems(t) + 1));
+    if (!t->grad64) MPI_Abort(MPI_COMM_WORLD, 1);
     t->lane_x = alloc_or_abort(sizeof(float) * (size_t)o->batch * m->in_elems);
     t->lane_y = alloc_or_abort(sizeof(int32_t) * (size_t)o->batch);
   }
@@ -641,6 +794,9 @@ static int resume(trainer_t *t) {
     if (ok)
       ok = ckpt_check_compatible(buf, &view, o->model, m->count, (uint32_t)m->nparams, t->size,
                                  (uint64_t)o->batch, o->seed, err, sizeof err) == 0;
+    if (ok)
+      ok = ckpt_check_optim(&view, (uint32_t)o->optim, train_optim_name(o->optim), ckpt_nstate(o),
+                            err, sizeof err) == 0;
     if (!ok) fprintf(stderr, "ddp_train: cannot resume from %s: %s\n", o->resume, err);
     hdr[0] = ok ? (long long)bytes : -1;
   }
@@ -661,8 +817,17 @@ static int resume(trainer_t *t) {
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   ckpt_copy_floats(buf, view.params_off, m->param_block, m->total);
-  if (train_optim_state_block(t->opt))
-    ckpt_copy_floats(buf, view.momentum_off, train_optim_state_block(t->opt), m->total);
+  /* The file holds the full state: restored at once, or (--zero) kept until the optimizer is
+   * created over this rank's shard and takes its range (ensure_optim). */
+  size_t nst = t->opt ? train_optim_nstate(t->opt) : ckpt_nstate(o);
+  if (t->opt && train_optim_state_block(t->opt))
+    ckpt_copy_floats(buf, view.state_off, train_optim_state_block(t->opt), nst * m->total);
+  if (t->opt) train_optim_set_steps(t->opt, view.st.optim_steps);
+  if (!t->opt) {
+    t->resume_state = alloc_or_abort(sizeof(float) * nst * m->total);
+    ckpt_copy_floats(buf, view.state_off, t->resume_state, nst * m->total);
+    t->resume_optim_steps = view.st.optim_steps;
+  }
   t->start_epoch = view.st.epoch;
   t->start_step = view.st.step_in_epoch;
   t->global_step = view.st.global_step;
@@ -746,6 +911,7 @@ static int setup_exchange(trainer_t *t) {
   /* PyTorch's smaller first bucket (1 MB), but never larger than the cap asked for. */
   if (ro.first_bucket_mb > o->bucket_cap_mb) ro.first_bucket_mb = o->bucket_cap_mb;
   ro.hook = o->hook;
+  ro.shard = o->zero; /* --zero 1|2: reduce-scatter, shard-only update, parameter allgather */
   if (o->algo) APP_CHECK(ddp_algo_parse(o->algo, &ro.algo));
   ro.stream = t->stream;
   APP_CHECK(ddp_reducer_create(t->comm, params, m->nparams, &ro, &t->reducer));
@@ -835,8 +1001,17 @@ static void print_header(const trainer_t *t) {
          m->desc, m->total, (unsigned long long)t->tri.count, (unsigned long long)t->n_test);
   printf("# ranks %d, per-rank batch %ld, global batch %ld, %llu steps/epoch, %d epochs\n",
          size, o->batch, o->batch * size, (unsigned long long)t->steps, o->epochs);
-  printf("# SGD lr %g momentum %g wd %g, warmup %llu steps then cosine to 0 over %llu steps\n",
-         o->lr, o->momentum, o->wd, (unsigned long long)t->warmup, (unsigned long long)t->total_steps);
+  if (o->optim == TRAIN_OPTIM_ADAMW)
+    printf("# AdamW lr %g betas 0.9/0.999 eps 1e-08 wd %g", o->lr, o->wd);
+  else
+    printf("# SGD lr %g momentum %g wd %g", o->lr, o->momentum, o->wd);
+  printf(", warmup %llu steps then cosine to 0 over %llu steps\n", (unsigned long long)t->warmup,
+         (unsigned long long)t->total_steps);
+  if (o->zero)
+    printf("# ZeRO-%d: optimizer state sharded over %d ranks (%s)%s\n", o->zero, size,
+           o->sync == SYNC_LANES ? "f64 reduce-scatter, f32 parameter allgather"
+                                 : "reducer reduce-scatter, parameter allgather",
+           o->zero == 2 ? "; gradient pages outside the shard released between steps" : "");
   if (o->sync == SYNC_REDUCER)
     printf("# grad sync: reducer, %zu bucket(s) (cap %g MB), hook %s, algo %s, buckets on %s; "
            "BLAS threads %d\n", t->rs.nbuckets, o->bucket_cap_mb, hook_name(o->hook),
@@ -892,11 +1067,64 @@ static double evaluate(trainer_t *t) {
   return counts[1] ? (double)counts[0] / (double)counts[1] : 0.0;
 }
 
-/* Rank 0: the model, optimizer state, loss scaler and position `st` written atomically. A
- * failed write is reported and training goes on (the previous checkpoint stays intact). */
+/* The full optimizer state on rank 0 (nstate * total floats, buffer by buffer, tensors in
+ * order, as the checkpoint stores it): the optimizer's own block, or with --zero every rank's
+ * shard gathered (collective; *owned = 1: the caller frees it). NULL without state and on the
+ * other ranks. */
+static float *gather_state(trainer_t *t, int *owned) {
+  train_model_t *m = &t->m;
+  size_t np = m->nparams, nst = train_optim_nstate(t->opt), mine_n = 0;
+  *owned = 0;
+  if (!t->o.zero) return train_optim_state_block(t->opt);
+  if (!t->opt || nst == 0) return NULL; /* every rank agrees: same options, same steps done */
+  uint64_t mine[2 * TM_MAX_PARAMS];
+  for (size_t i = 0; i < np; i++) {
+    mine[2 * i] = t->shard_begin[i], mine[2 * i + 1] = t->shard_count[i];
+    mine_n += t->shard_count[i];
+  }
+  int root = t->rank == 0, n = t->size;
+  uint64_t *all = root ? alloc_or_abort(sizeof(uint64_t) * 2 * np * (size_t)n) : NULL;
+  int *cnt = root ? alloc_or_abort(sizeof(int) * 2 * (size_t)n) : NULL, *dsp = root ? cnt + n : NULL;
+  MPI_Gather(mine, (int)(2 * np), MPI_UINT64_T, all, (int)(2 * np), MPI_UINT64_T, 0, t->world);
+  size_t rtotal = 0;
+  for (int q = 0; root && q < n; q++) {
+    size_t sum = 0;
+    for (size_t i = 0; i < np; i++) sum += all[(size_t)q * 2 * np + 2 * i + 1];
+    cnt[q] = (int)(nst * sum), dsp[q] = (int)rtotal;
+    rtotal += nst * sum;
+  }
+  float *recv = root ? alloc_or_abort(sizeof(float) * (rtotal ? rtotal : 1)) : NULL;
+  MPI_Gatherv(train_optim_state_block(t->opt), (int)(nst * mine_n), MPI_FLOAT, recv, cnt, dsp,
+              MPI_FLOAT, 0, t->world);
+  float *full = NULL;
+  if (root) {
+    full = alloc_or_abort(sizeof(float) * nst * m->total);
+    for (int q = 0; q < n; q++) {
+      const uint64_t *rq = all + (size_t)q * 2 * np;
+      size_t sum = (size_t)cnt[q] / nst;
+      for (size_t k = 0; k < nst; k++)
+        for (size_t i = 0, off = 0, soff = 0; i < np; off += m->count[i], soff += rq[2 * i + 1], i++)
+          memcpy(full + k * m->total + off + rq[2 * i], recv + dsp[q] + k * sum + soff,
+                 rq[2 * i + 1] * sizeof(float));
+    }
+    *owned = 1;
+  }
+  free(all);
+  free(cnt);
+  free(recv);
+  return full;
+}
+
+/* Every rank (the sharded state is gathered first); rank 0 writes the model, optimizer state,
+ * loss scaler and position `st` atomically. A failed write is reported and training goes on
+ * (the previous checkpoint stays intact). */
 static void save_checkpoint(trainer_t *t, uint64_t epoch, uint64_t step_in_epoch, double loss_sum,
                             uint64_t loss_steps) {
   const opts_t *o = &t->o;
+  int owned = 0;
+  if (params_sync(t) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
+  float *state = gather_state(t, &owned);
+  if (t->rank != 0) return;
   ckpt_state_t st = {.nparams = (uint32_t)t->m.nparams, .world = t->size,
                      .batch = (uint64_t)o->batch, .seed = o->seed, .epoch = epoch,
                      .step_in_epoch = step_in_epoch, .global_step = t->global_step, .rng = t->rng,
@@ -906,13 +1134,21 @@ static void save_checkpoint(trainer_t *t, uint64_t epoch, uint64_t step_in_epoch
   snprintf(st.model, sizeof st.model, "%s", o->model);
   st.loss_scale = o->amp == TRAIN_AMP_FP16 ? t->scaler.scale : 0.0f;
   st.scale_clean = o->amp == TRAIN_AMP_FP16 ? t->scaler.clean : 0;
+  st.optim = (uint32_t)o->optim;
+  st.nstate = ckpt_nstate(o);
+  st.optim_steps = train_optim_steps(t->opt);
+  float *sp[CKPT_MAX_STATE * TM_MAX_PARAMS];
+  for (size_t k = 0; state && k < st.nstate; k++)
+    for (size_t i = 0, off = 0; i < t->m.nparams; off += t->m.count[i], i++)
+      sp[k * t->m.nparams + i] = state + k * t->m.total + off;
   void *cb = NULL;
   size_t cbytes = 0;
-  if (ckpt_serialize(&st, (float *const *)t->m.param, opt_state(t), t->m.count, &cb, &cbytes, err,
-                     sizeof err) != 0 ||
+  if (ckpt_serialize(&st, (float *const *)t->m.param, state ? sp : NULL, t->m.count, &cb, &cbytes,
+                     err, sizeof err) != 0 ||
       ckpt_write_atomic(o->checkpoint, cb, cbytes, err, sizeof err) != 0)
     fprintf(stderr, "ddp_train: checkpoint not written: %s\n", err);
   free(cb);
+  if (owned) free(state);
 }
 
 /* One epoch: the steps (from the resume position in the first), mid-epoch checkpoints,
@@ -953,7 +1189,7 @@ static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) 
       gpu_download(t, 1);
       double g = 0.0;
       MPI_Allreduce(&loss_sum, &g, 1, MPI_DOUBLE, MPI_SUM, t->world);
-      if (t->rank == 0) save_checkpoint(t, epoch, s + 1, g / t->size, loss_steps);
+      save_checkpoint(t, epoch, s + 1, g / t->size, loss_steps);
     }
     if (o->stop_after && t->global_step >= (uint64_t)o->stop_after) {
       *stopped = 1;
@@ -962,6 +1198,7 @@ static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) 
   }
   double t_train = train_now() - t0;
   gpu_download(t, 0); /* evaluation, checkpoint and the final CRC read the host copy */
+  if (params_sync(t) != 0) return 1; /* --zero: the last update's allgather */
   if (t->progress) printf("\r\033[K");
   if (*stopped) {
     if (t->rank == 0) printf("# stopped after global step %llu (--stop-after)\n", (unsigned long long)t->global_step);
@@ -986,8 +1223,7 @@ static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) 
     }
   }
   /* End-of-epoch checkpoint: position (next epoch, step 0). */
-  if (o->checkpoint && (!o->checkpoint_every || t->global_step % (uint64_t)o->checkpoint_every == 0) &&
-      t->rank == 0)
+  if (o->checkpoint && (!o->checkpoint_every || t->global_step % (uint64_t)o->checkpoint_every == 0))
     save_checkpoint(t, epoch + 1, 0, 0.0, 0);
   return 0;
 }
@@ -995,6 +1231,8 @@ static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) 
 /* Rank 0's closing lines: accuracy, loss scaler, the parameters' CRC, the reducer's overlap. */
 static void report(trainer_t *t, int stopped, double acc, double run_t0) {
   const opts_t *o = &t->o;
+  unsigned long long sb = train_optim_state_bytes(t->opt), sbmax = 0;
+  MPI_Allreduce(&sb, &sbmax, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, t->world);
   if (t->rank != 0 || stopped) return;
   printf("final: test accuracy %.2f%% after %d epochs (%d ranks, global batch %ld), %.1f s\n",
          100.0 * acc, o->epochs, t->size, o->batch * t->size, train_now() - run_t0);
@@ -1003,6 +1241,8 @@ static void report(trainer_t *t, int stopped, double acc, double run_t0) {
            (unsigned long long)t->scaler.skipped, (double)t->scaler.scale);
   printf("# final parameters: CRC32 0x%08x over %zu f32 values\n",
          ckpt_crc32(t->m.param_block, sizeof(float) * t->m.total), t->m.total);
+  printf("# optimizer %s: state %.2f MB on the largest rank (--zero %d)\n", train_optim_name(o->optim),
+         (double)sbmax / 1048576.0, o->zero);
   if (t->reducer && ddp_reducer_stats(t->reducer, &t->rs) == DDP_OK && t->rs.iterations)
     printf("# reducer: %zu buckets, comm %.3f ms/step, exposed %.3f ms/step, %.0f%% hidden\n",
            t->rs.nbuckets, t->rs.comm_ms_avg, t->rs.exposed_ms_avg, 100.0 * t->rs.hidden_fraction);
@@ -1027,6 +1267,8 @@ static int cleanup(trainer_t *t) {
   tm_free(&t->m);
   train_optim_destroy(&t->opt);
   free(t->grad64);
+  free(t->lane_blk);
+  free(t->resume_state);
   free(t->lane_x);
   free(t->lane_y);
   free(t->xbuf);

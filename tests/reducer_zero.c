@@ -1,12 +1,16 @@
-/* Sharded reducer (opts.shard = 1, ZeRO-1) against the allreduce reducer, in lockstep on the
+/* Sharded reducer (opts.shard = 1, ZeRO-1, and 2, ZeRO-2) against the allreduce reducer, in lockstep on the
  * same integer-valued gradients: after each finish this rank's ranges hold the exact sums, the
  * ranges of all ranks partition every parameter, and after the shard-only update and the
  * parameter allgather every rank holds bitwise the parameters the allreduce reducer's full
  * update gives. Small bucket caps give several buckets, and the first iteration's ready order
  * differs from the registration order, so the buckets are rebuilt after it. Then the misuses:
  * queries before the first finish, an allgather while a reduce or another allgather is in
- * flight, a parameter read or a backward before its allgather completed, bad options. */
+ * flight, a parameter read or a backward before its allgather completed, bad options.
+ * ZeRO-2: after param_wait the pages of a bucket outside this rank's block are given back
+ * (not resident, read as zeros), and the next step's sums are still exact. */
 #include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "ddp_test.h"
 
@@ -62,7 +66,7 @@ static void backward(ddp_reducer_t *r, int s) {
   }
 }
 
-static void test_equivalence(void) {
+static void test_equivalence(int shard) {
   float *pa[NP], *pb[NP];
   for (size_t i = 0; i < NP; i++) {
     pa[i] = malloc(COUNTS[i] * sizeof(float));
@@ -71,7 +75,7 @@ static void test_equivalence(void) {
   }
   ddp_reducer_t *ra = NULL, *rb = NULL;
   CHECK_OK(make(pa, 0, &ra));
-  CHECK_OK(make(pb, 1, &rb));
+  CHECK_OK(make(pb, shard, &rb));
   if (!ra || !rb) return;
   /* Before the first finish the shards are not fixed. */
   size_t begin = 7, count = 7;
@@ -80,7 +84,7 @@ static void test_equivalence(void) {
   CHECK(begin == 7 && count == 7, "shard_range wrote its outputs on error");
   CHECK_ST(ddp_reducer_allgather_params(rb), DDP_ESTATE);
   CHECK_ST(ddp_reducer_shard_range(ra, 0, &begin, &count), DDP_ESTATE); /* not sharded */
-  CHECK_MSG("opts.shard = 1");
+  CHECK_MSG("opts.shard = 1 or 2");
 
   size_t total = 0;
   for (size_t i = 0; i < NP; i++) total += COUNTS[i];
@@ -167,9 +171,11 @@ static void test_bad_options(void) {
   ddp_reducer_t *r = NULL;
   ddp_reducer_opts_default(&o);
   CHECK(o.shard == 0, "shard defaults to %d", o.shard);
-  o.shard = 2;
+  o.shard = 3;
   CHECK_ST(ddp_reducer_create(g_comm, &p, 1, &o, &r), DDP_EINVAL);
-  CHECK_MSG("opts.shard 2");
+  CHECK_MSG("opts.shard 3");
+  o.shard = -1;
+  CHECK_ST(ddp_reducer_create(g_comm, &p, 1, &o, &r), DDP_EINVAL);
   o.shard = 1;
   o.hook = DDP_HOOK_FP16;
   ddp_status_t st = ddp_reducer_create(g_comm, &p, 1, &o, &r);
@@ -199,11 +205,80 @@ static void test_bad_options(void) {
   CHECK_OK(ddp_reducer_destroy(&r));
 }
 
+/* ZeRO-2 on one large bucket: after param_wait the whole pages outside this rank's block are
+ * released (not resident per mincore, read as zeros, counted in the stats), this rank's block
+ * still holds its parameters, and the next backward + finish gives the exact sums again. */
+static void test_release(void) {
+  const size_t n = 300000; /* 1.2 MB: one bucket, many pages per block */
+  float *w = malloc(n * sizeof *w);
+  for (size_t k = 0; k < n; k++) w[k] = (float)(k % 7) + 1.0f;
+  ddp_param_t p = {.data = w, .count = n, .dtype = DDP_F32, .mem = DDP_MEM_HOST, .name = "big"};
+  ddp_reducer_opts_t o;
+  ddp_reducer_opts_default(&o);
+  o.predivided = 1;
+  o.shard = 2;
+  ddp_reducer_t *r = NULL;
+  CHECK_OK(ddp_reducer_create(g_comm, &p, 1, &o, &r));
+  if (!r) return;
+  long page = sysconf(_SC_PAGESIZE);
+  for (int s = 0; s < 3; s++) {
+    float *g = NULL;
+    CHECK_OK(ddp_reducer_grad(r, 0, (void **)&g));
+    for (size_t k = 0; k < n; k++) g[k] = (float)((k + (size_t)s) % 5) * (float)(g_rank + 1);
+    CHECK_OK(ddp_reducer_grad_ready(r, 0));
+    CHECK_OK(ddp_reducer_finish(r));
+    CHECK_OK(ddp_reducer_grad(r, 0, (void **)&g));
+    size_t begin = 0, count = 0, wrong = 0;
+    CHECK_OK(ddp_reducer_shard_range(r, 0, &begin, &count));
+    float mult = (float)(g_size * (g_size + 1) / 2);
+    for (size_t k = begin; k < begin + count; k++) wrong += g[k] != (float)((k + (size_t)s) % 5) * mult;
+    CHECK(wrong == 0, "step %d: %zu averaged gradients wrong after a release", s, wrong);
+    for (size_t k = begin; k < begin + count; k++) w[k] -= 0.5f * g[k];
+    CHECK_OK(ddp_reducer_allgather_params(r));
+    CHECK_OK(ddp_reducer_param_wait(r, SIZE_MAX));
+    ddp_reducer_stats_t st;
+    CHECK_OK(ddp_reducer_stats(r, &st));
+    size_t others = (n - count) * sizeof(float);
+    if (g_size == 1) {
+      CHECK(st.released_bytes == 0, "one rank released %zu bytes", st.released_bytes);
+      continue;
+    }
+    /* Everything but at most 4 partial pages (two per gap) of the others' blocks. */
+    CHECK(st.released_bytes + 4 * (size_t)page >= others && st.released_bytes <= others + 4 * (size_t)page,
+          "step %d: released %zu bytes, the others' blocks hold %zu", s, st.released_bytes, others);
+    /* The first whole page after this rank's block (or before it, for the last rank). */
+    uintptr_t lo = (uintptr_t)(g + begin + count), hi = (uintptr_t)(g + n);
+    if (g_rank == g_size - 1) lo = (uintptr_t)g, hi = (uintptr_t)(g + begin);
+    uintptr_t a = (lo + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+    CHECK(a + (uintptr_t)page <= hi, "no whole page outside this rank's block");
+    if (a + (uintptr_t)page <= hi) {
+      unsigned char vec = 1;
+      CHECK(mincore((void *)a, (size_t)page, &vec) == 0, "mincore failed");
+      CHECK((vec & 1) == 0, "step %d: a released page is still resident", s);
+      const float *f = (const float *)a;
+      size_t nonzero = 0;
+      for (size_t k = 0; k < (size_t)page / sizeof(float); k++) nonzero += f[k] != 0.0f;
+      CHECK(nonzero == 0, "step %d: a released page reads %zu nonzero values", s, nonzero);
+    }
+  }
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t k = 0; k < n; k++) {
+    uint32_t u;
+    memcpy(&u, &w[k], sizeof u);
+    h = (h ^ u) * 1099511628211ULL;
+  }
+  CHECK(ddp_test_same_everywhere(h), "parameters differ across ranks after the allgathers");
+  CHECK_OK(ddp_reducer_destroy(&r));
+  free(w);
+}
+
 static int run_zero(ddp_test_t *t) {
   g_comm = t->comm;
   g_rank = t->rank;
   g_size = t->size;
-  test_equivalence();
+  test_equivalence(1);
+  test_equivalence(2);
+  test_release();
   test_bad_options();
   return 0;
 }

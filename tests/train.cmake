@@ -5,7 +5,8 @@ file(MAKE_DIRECTORY ${DDP_TRAIN_TMP})
 
 ddp_add_test_exe(train_unit train_unit.c)
 target_link_libraries(train_unit PRIVATE ddp_kit)
-ddp_add_mpi_test(NAME train_unit PROGRAM train_unit NP 0 ARGS ${DDP_TRAIN_TMP}/unit LABELS quick train)
+ddp_add_mpi_test(NAME train_unit PROGRAM train_unit NP 0 ARGS ${DDP_TRAIN_TMP}/unit
+  ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/adamw_torch.txt LABELS quick train zero)
 
 # Script-driven end-to-end checks: tests/train_check.sh MODE MPIEXEC DDP_TRAIN SCRATCH.
 function(ddp_add_train_check name mode labels timeout)

@@ -2,8 +2,10 @@
  * finite differences, activation checkpointing giving bitwise the same gradients with less
  * memory, the learning-rate schedule, f16/bf16 rounding, the loss scaler, mixed-precision
  * gradients close to f32's, and the checkpoint format (round trip, corrupt,
- * truncated, mismatched files are refused; a failed write leaves the old file alone).
- * Usage: train_unit SCRATCH_DIR */
+ * truncated, mismatched files are refused; a failed write leaves the old file alone), AdamW
+ * against torch.optim.AdamW's numbers (tests/fixtures/adamw_torch.txt) and the optimizers on
+ * shards giving bitwise the full update.
+ * Usage: train_unit SCRATCH_DIR [ADAMW_FIXTURE] */
 #include <cblas.h>
 #include <math.h>
 #include <stdio.h>
@@ -161,6 +163,124 @@ static void optimizer(void) {
   oo.momentum = 0.9f;
   CHECK(train_optim_create(&oo, counts, 0, &opt) != 0 && !opt, "zero tensors accepted");
   CHECK(train_optim_create(NULL, counts, 2, &opt) != 0 && !opt, "NULL opts accepted");
+}
+
+/* AdamW against torch.optim.AdamW (tests/gen_adamw_fixtures.py): every parameter after every
+ * step within 4 f32 ulps (of the larger of the new and the old value) of torch's: the same
+ * formula, though torch's vector kernels may round a product differently. The step count starts at 1: a missing bias correction is off by 10x
+ * on the first step. */
+static void adamw_fixture(const char *path) {
+  FILE *f = fopen(path, "r");
+  CHECK(f != NULL, "cannot open the AdamW fixture %s", path);
+  if (!f) return;
+  char name[64];
+  float b1, b2, eps, wd;
+  size_t count, steps, ncases = 0, nchecked = 0;
+  double worst = 0.0;
+  char line[16];
+  while (fscanf(f, "%15s", line) == 1) {
+    if (line[0] == '#') {
+      int ch;
+      while ((ch = fgetc(f)) != EOF && ch != '\n') {}
+      continue;
+    }
+    CHECK(line[0] == 'C' && fscanf(f, "%63s %a %a %a %a %zu %zu", name, &b1, &b2, &eps, &wd, &count,
+                                   &steps) == 7, "fixture: bad case line");
+    if (line[0] != 'C' || count == 0 || count > 4096) break;
+    ncases++;
+    float *p = malloc(count * sizeof *p), *g = malloc(count * sizeof *g), *want = malloc(count * sizeof *want);
+    float *q = malloc(count * sizeof *q); /* the same tensor through the optimizer interface */
+    train_optim_opts_t oo;
+    train_optim_opts_adamw(&oo);
+    oo.beta1 = b1, oo.beta2 = b2, oo.eps = eps, oo.wd = wd;
+    train_optim_t *opt = NULL;
+    CHECK(train_optim_create(&oo, &count, 1, &opt) == 0 && train_optim_nstate(opt) == 2, "adamw create");
+    float *m = calloc(count, sizeof *m), *v = calloc(count, sizeof *v);
+    int ok = fscanf(f, "%15s", line) == 1 && line[0] == 'P';
+    for (size_t k = 0; k < count && ok; k++) ok = fscanf(f, "%a", &p[k]) == 1;
+    memcpy(q, p, count * sizeof *q);
+    for (size_t s = 1; s <= steps && ok && opt; s++) {
+      size_t sn = 0, rn = 0;
+      float lr = 0.0f;
+      ok = fscanf(f, "%15s %zu %a", line, &sn, &lr) == 3 && line[0] == 'S' && sn == s;
+      for (size_t k = 0; k < count && ok; k++) ok = fscanf(f, "%a", &g[k]) == 1;
+      ok = ok && fscanf(f, "%15s %zu", line, &rn) == 2 && line[0] == 'R' && rn == s;
+      for (size_t k = 0; k < count && ok; k++) ok = fscanf(f, "%a", &want[k]) == 1;
+      if (!ok) break;
+      float *before = malloc(count * sizeof *before);
+      memcpy(before, p, count * sizeof *before);
+      train_adamw_step(p, g, m, v, count, lr, b1, b2, eps, wd, s);
+      train_optim_step(opt, &q, &g, lr);
+      size_t bad = 0;
+      for (size_t k = 0; k < count; k++) {
+        double d = fabs((double)p[k] - (double)want[k]);
+        /* ulps of the larger of the result and the parameter it came from (p + update
+         * cancels when the update nearly undoes the parameter) */
+        float mag = fmaxf(fabsf(want[k]), fabsf(before[k]));
+        double ulp = nextafterf(mag, INFINITY) - mag;
+        if (d / ulp > worst) worst = d / ulp;
+        bad += !(d <= 4.0 * ulp);
+        nchecked++;
+      }
+      free(before);
+      CHECK(bad == 0, "AdamW case %s step %zu: %zu of %zu parameters differ from torch's", name, s, bad, count);
+      CHECK(memcmp(p, q, count * sizeof *q) == 0, "case %s step %zu: the interface differs from train_adamw_step", name, s);
+    }
+    CHECK(ok, "fixture: case %s is malformed", name);
+    CHECK(!opt || train_optim_steps(opt) == steps, "step count %llu", (unsigned long long)train_optim_steps(opt));
+    CHECK(!opt || memcmp(train_optim_state_buf(opt, 0)[0], m, count * sizeof *m) == 0, "exp_avg state");
+    CHECK(!opt || memcmp(train_optim_state_buf(opt, 1)[0], v, count * sizeof *v) == 0, "exp_avg_sq state");
+    train_optim_destroy(&opt);
+    free(p), free(g), free(want), free(q), free(m), free(v);
+    if (!ok) break;
+  }
+  fclose(f);
+  CHECK(ncases >= 4 && nchecked > 1000, "fixture: only %zu cases, %zu values", ncases, nchecked);
+  printf("adamw vs torch: %zu cases, %zu values, worst %.1f ulp\n", ncases, nchecked, worst);
+}
+
+/* Both rules on shards: two optimizers over complementary ranges of every tensor (state for
+ * their range only) end bitwise where one optimizer over the whole tensors ends. */
+static void optimizer_shards(void) {
+  /* [0,4) + [4,10); [0,1) + an empty shard; [0,3) + [3,7) */
+  size_t counts[3] = {10, 1, 7}, lo[3] = {0, 0, 0}, nlo[3] = {4, 1, 3}, hi[3] = {4, 1, 3}, nhi[3] = {6, 0, 4};
+  for (int kind = 0; kind < 2; kind++) {
+    train_optim_opts_t oo;
+    if (kind) train_optim_opts_adamw(&oo);
+    else train_optim_opts_default(&oo), oo.wd = 1e-3f;
+    float a[3][10], b[3][10], g[3][10];
+    memset(a, 0, sizeof a), memset(b, 0, sizeof b);
+    for (int i = 0; i < 3; i++)
+      for (size_t k = 0; k < counts[i]; k++)
+        a[i][k] = b[i][k] = 0.1f * (float)(k + 1) - (float)i, g[i][k] = 0.0f;
+    float *pa[3] = {a[0], a[1], a[2]}, *pb[3] = {b[0], b[1], b[2]}, *pg[3] = {g[0], g[1], g[2]};
+    train_optim_t *full = NULL, *s0 = NULL, *s1 = NULL;
+    CHECK(train_optim_create(&oo, counts, 3, &full) == 0 && train_optim_create(&oo, nlo, 3, &s0) == 0 &&
+          train_optim_create(&oo, nhi, 3, &s1) == 0, "create");
+    if (!full || !s0 || !s1) return;
+    CHECK(train_optim_state_bytes(s0) + train_optim_state_bytes(s1) == train_optim_state_bytes(full) &&
+          train_optim_state_bytes(full) == (kind ? 2u : 1u) * 18 * sizeof(float), "state bytes %zu",
+          train_optim_state_bytes(full));
+    for (int s = 0; s < 4; s++) {
+      for (int i = 0; i < 3; i++)
+        for (size_t k = 0; k < counts[i]; k++) g[i][k] = (float)((int)((k * 3 + (size_t)i + (size_t)s) % 5) - 2) * 0.3f;
+      float lr = 0.01f * (float)(s + 1);
+      train_optim_step(full, pa, pg, lr);
+      train_optim_step_at(s0, pb, pg, lo, lr);
+      train_optim_step_at(s1, pb, pg, hi, lr);
+    }
+    CHECK(memcmp(a, b, sizeof a) == 0, "%s on two shards differs from the full update",
+          train_optim_name(oo.kind));
+    train_optim_destroy(&full), train_optim_destroy(&s0), train_optim_destroy(&s1);
+  }
+  train_optim_kind_t k;
+  CHECK(train_optim_parse("adamw", &k) == 0 && k == TRAIN_OPTIM_ADAMW && train_optim_parse("adam", &k) != 0 &&
+        !strcmp(train_optim_name(TRAIN_OPTIM_SGD), "sgd"), "names");
+  train_optim_opts_t bad;
+  train_optim_opts_adamw(&bad);
+  bad.beta2 = 1.0f;
+  train_optim_t *o = NULL;
+  CHECK(train_optim_create(&bad, counts, 3, &o) != 0 && !o, "beta2 1 accepted");
 }
 
 static void rounding(void) {
@@ -324,6 +444,39 @@ static void checkpoint_format(const char *dir) {
         "missing file: %s", err);
   free(c);
   free(buf);
+
+  /* Version 2 with AdamW state: two buffers and the step count round-trip; a version 1 file
+   * (SGD momentum) still reads, as SGD with one buffer, and AdamW refuses it. */
+  float e0[3] = {1e-3f, 2e-3f, 3e-3f}, e1[2] = {4e-3f, 5e-3f};
+  float *adam[4] = {m0, m1, e0, e1};
+  st.optim = 1, st.nstate = 2, st.optim_steps = 480;
+  CHECK(ckpt_serialize(&st, params, adam, counts, &buf, &n, err, sizeof err) == 0, "%s", err);
+  CHECK(n == ckpt_file_bytes_state(2, 5, 2), "size %zu", n);
+  CHECK(ckpt_parse(buf, n, &v, err, sizeof err) == 0 && v.version == 2 && v.st.optim == 1 &&
+        v.st.nstate == 2 && v.st.optim_steps == 480, "adamw header: %s", err);
+  ckpt_copy_floats(buf, v.state_off + 4 * 5, mback, 5);
+  CHECK(mback[0] == 1e-3f && mback[4] == 5e-3f, "exp_avg_sq did not round-trip");
+  CHECK(ckpt_check_optim(&v, 1, "adamw", 2, err, sizeof err) == 0, "%s", err);
+  CHECK(ckpt_check_optim(&v, 0, "sgd", 1, err, sizeof err) != 0 && strstr(err, "--optim sgd"), "msg: %s", err);
+  free(buf);
+  st.optim = 0, st.nstate = 1, st.optim_steps = 486;
+  CHECK(ckpt_serialize(&st, params, mom, counts, &buf, &n, err, sizeof err) == 0, "%s", err);
+  /* The same file as version 1 wrote it: 128-byte header, no optimizer fields. */
+  size_t n1 = n - (CKPT_HEADER_BYTES - CKPT_V1_HEADER_BYTES);
+  unsigned char *v1 = malloc(n1);
+  memcpy(v1, buf, CKPT_V1_HEADER_BYTES);
+  memcpy(v1 + CKPT_V1_HEADER_BYTES, (char *)buf + CKPT_HEADER_BYTES, n - CKPT_HEADER_BYTES);
+  v1[8] = 1, v1[12] = (unsigned char)CKPT_V1_HEADER_BYTES;
+  uint32_t crc = ckpt_crc32(v1, n1 - 4);
+  for (int k = 0; k < 4; k++) v1[n1 - 4 + (size_t)k] = (unsigned char)(crc >> (8 * k));
+  CHECK(ckpt_parse(v1, n1, &v, err, sizeof err) == 0 && v.version == 1 && v.st.optim == 0 &&
+        v.st.nstate == 1 && v.st.optim_steps == 486, "version 1 file: %s", err);
+  ckpt_copy_floats(v1, v.momentum_off, mback, 5);
+  CHECK(mback[0] == 0.1f && mback[4] == 8, "version 1 momentum");
+  CHECK(ckpt_check_optim(&v, 1, "adamw", 2, err, sizeof err) != 0 && strstr(err, "version 1"),
+        "adamw from a version 1 file: %s", err);
+  free(v1);
+  free(buf);
 }
 
 int main(int argc, char **argv) {
@@ -334,6 +487,8 @@ int main(int argc, char **argv) {
   gradcheck("cnn");
   schedule();
   optimizer();
+  optimizer_shards();
+  if (argc > 2) adamw_fixture(argv[2]);
   rounding();
   amp_gradients("mlp");
   amp_gradients("cnn");

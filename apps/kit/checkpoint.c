@@ -61,8 +61,17 @@ uint32_t ckpt_crc32(const void *buf, size_t bytes) {
   return (uint32_t)crc;
 }
 
+/* Bytes of a file with header h, nparams tensors, total elements and nstate state buffers. */
+static size_t ckpt__bytes(uint32_t h, uint32_t nparams, uint64_t total, uint32_t nstate) {
+  return (size_t)h + 8u * (size_t)nparams + 4u * (1u + (size_t)nstate) * (size_t)total + 4u;
+}
+
+size_t ckpt_file_bytes_state(uint32_t nparams, uint64_t total, uint32_t nstate) {
+  return ckpt__bytes(CKPT_HEADER_BYTES, nparams, total, nstate);
+}
+
 size_t ckpt_file_bytes(uint32_t nparams, uint64_t total) {
-  return (size_t)CKPT_HEADER_BYTES + 8u * (size_t)nparams + 8u * (size_t)total + 4u;
+  return ckpt_file_bytes_state(nparams, total, 1);
 }
 
 int ckpt_parse(const void *buf, size_t bytes, ckpt_view_t *v, char *err,
@@ -76,19 +85,26 @@ int ckpt_parse(const void *buf, size_t bytes, ckpt_view_t *v, char *err,
     snprintf(err, errlen, "not a ddp_train checkpoint (bad magic)");
     return -1;
   }
-  if (bytes < CKPT_HEADER_BYTES + 4u) {
+  if (bytes < 16) {
     snprintf(err, errlen, "checkpoint truncated: %zu bytes, the header alone is %u", bytes,
-             CKPT_HEADER_BYTES + 4u);
+             CKPT_V1_HEADER_BYTES + 4u);
     return -1;
   }
   uint32_t version = ckpt__get_u32(p + 8), hbytes = ckpt__get_u32(p + 12);
-  if (version != CKPT_VERSION) {
-    snprintf(err, errlen, "checkpoint version %u not supported (this build reads version %u)",
+  if (version != CKPT_VERSION && version != 1u) {
+    snprintf(err, errlen, "checkpoint version %u not supported (this build reads versions 1 and %u)",
              version, CKPT_VERSION);
     return -1;
   }
-  if (hbytes != CKPT_HEADER_BYTES) {
-    snprintf(err, errlen, "checkpoint header size %u, expected %u", hbytes, CKPT_HEADER_BYTES);
+  uint32_t want_h = version == 1u ? CKPT_V1_HEADER_BYTES : CKPT_HEADER_BYTES;
+  if (bytes < want_h + 4u) {
+    snprintf(err, errlen, "checkpoint truncated: %zu bytes, the header alone is %u", bytes,
+             want_h + 4u);
+    return -1;
+  }
+  if (hbytes != want_h) {
+    snprintf(err, errlen, "checkpoint header size %u, expected %u for version %u", hbytes, want_h,
+             version);
     return -1;
   }
   ckpt_state_t st;
@@ -110,6 +126,20 @@ int ckpt_parse(const void *buf, size_t bytes, ckpt_view_t *v, char *err,
   uint32_t scale_bits = ckpt__get_u32(p + 120);
   memcpy(&st.loss_scale, &scale_bits, 4);
   st.scale_clean = ckpt__get_u32(p + 124);
+  if (version == 1u) { /* SGD momentum, one buffer */
+    st.optim = 0;
+    st.nstate = 1;
+    st.optim_steps = st.global_step;
+  } else {
+    st.optim = ckpt__get_u32(p + 128);
+    st.nstate = ckpt__get_u32(p + 132);
+    st.optim_steps = ckpt__get_u64(p + 136);
+  }
+  if (st.nstate < 1 || st.nstate > CKPT_MAX_STATE) {
+    snprintf(err, errlen, "checkpoint header: %u optimizer state buffers, out of range 1..%u",
+             st.nstate, CKPT_MAX_STATE);
+    return -1;
+  }
   if (st.nparams == 0 || st.nparams > CKPT_MAX_PARAMS) {
     snprintf(err, errlen, "checkpoint header: nparams %u out of range 1..%u", st.nparams,
              CKPT_MAX_PARAMS);
@@ -125,7 +155,7 @@ int ckpt_parse(const void *buf, size_t bytes, ckpt_view_t *v, char *err,
              (unsigned long long)st.batch);
     return -1;
   }
-  size_t want = ckpt_file_bytes(st.nparams, st.total);
+  size_t want = ckpt__bytes(want_h, st.nparams, st.total, st.nstate);
   if (bytes != want) {
     snprintf(err, errlen, "checkpoint %.200s: %zu bytes, the header describes %zu",
              bytes < want ? "truncated" : "has trailing data", bytes, want);
@@ -138,7 +168,7 @@ int ckpt_parse(const void *buf, size_t bytes, ckpt_view_t *v, char *err,
   }
   uint64_t sum = 0;
   for (uint32_t i = 0; i < st.nparams; i++) {
-    uint64_t c = ckpt__get_u64(p + CKPT_HEADER_BYTES + 8u * i);
+    uint64_t c = ckpt__get_u64(p + want_h + 8u * i);
     if (c == 0 || c > st.total - sum) {
       snprintf(err, errlen, "checkpoint: tensor %u has %llu elements, inconsistent with the total",
                i, (unsigned long long)c);
@@ -152,9 +182,11 @@ int ckpt_parse(const void *buf, size_t bytes, ckpt_view_t *v, char *err,
     return -1;
   }
   v->st = st;
-  v->counts_off = CKPT_HEADER_BYTES;
+  v->version = version;
+  v->counts_off = want_h;
   v->params_off = v->counts_off + 8u * st.nparams;
   v->momentum_off = v->params_off + 4u * (size_t)st.total;
+  v->state_off = v->momentum_off;
   v->bytes = bytes;
   return 0;
 }
@@ -197,6 +229,18 @@ int ckpt_check_compatible(const void *buf, const ckpt_view_t *v, const char *mod
   if (v->st.seed != seed) {
     snprintf(err, errlen, "checkpoint was written with --seed %llu, this run has --seed %llu",
              (unsigned long long)v->st.seed, (unsigned long long)seed);
+    return -1;
+  }
+  return 0;
+}
+
+int ckpt_check_optim(const ckpt_view_t *v, uint32_t kind, const char *name, uint32_t nstate,
+                     char *err, size_t errlen) {
+  if (v->st.optim != kind || v->st.nstate != nstate) {
+    snprintf(err, errlen, "checkpoint holds the state of optimizer %u (%u buffer(s)%s), this run "
+             "uses --optim %.40s (%u buffer(s)); resume with the optimizer that wrote it",
+             v->st.optim, v->st.nstate, v->version == 1u ? ", a version 1 file: SGD momentum" : "",
+             name ? name : "?", nstate);
     return -1;
   }
   return 0;
@@ -250,8 +294,14 @@ int ckpt_load_file(const char *path, void **buf, size_t *bytes, ckpt_view_t *v,
 }
 
 int ckpt_serialize(const ckpt_state_t *st, float *const *params,
-                   float *const *momentum, const size_t *counts, void **out,
+                   float *const *state, const size_t *counts, void **out,
                    size_t *bytes, char *err, size_t errlen) {
+  uint32_t nstate = st->nstate ? st->nstate : 1;
+  if (nstate > CKPT_MAX_STATE) {
+    snprintf(err, errlen, "cannot checkpoint %u optimizer state buffers (at most %u)", nstate,
+             CKPT_MAX_STATE);
+    return -1;
+  }
   uint64_t total = 0;
   for (uint32_t i = 0; i < st->nparams; i++) total += counts[i];
   if (st->nparams == 0 || st->nparams > CKPT_MAX_PARAMS || total == 0 || total > CKPT_MAX_TOTAL) {
@@ -259,7 +309,7 @@ int ckpt_serialize(const ckpt_state_t *st, float *const *params,
              (unsigned long long)total);
     return -1;
   }
-  size_t n = ckpt_file_bytes(st->nparams, total);
+  size_t n = ckpt_file_bytes_state(st->nparams, total, nstate);
   unsigned char *b = calloc(1, n);
   if (!b) {
     snprintf(err, errlen, "out of memory for a %zu-byte checkpoint", n);
@@ -285,11 +335,14 @@ int ckpt_serialize(const ckpt_state_t *st, float *const *params,
   memcpy(&scale_bits, &st->loss_scale, 4);
   ckpt__put_u32(b + 120, scale_bits);
   ckpt__put_u32(b + 124, st->scale_clean);
+  ckpt__put_u32(b + 128, st->optim);
+  ckpt__put_u32(b + 132, nstate);
+  ckpt__put_u64(b + 136, st->optim_steps);
   size_t off = CKPT_HEADER_BYTES;
   for (uint32_t i = 0; i < st->nparams; i++, off += 8) ckpt__put_u64(b + off, counts[i]);
-  for (int which = 0; which < 2; which++)
+  for (uint32_t which = 0; which <= nstate; which++) /* parameters, then each state buffer */
     for (uint32_t i = 0; i < st->nparams; i++) {
-      const float *src = which ? (momentum ? momentum[i] : NULL) : params[i];
+      const float *src = which ? (state ? state[(which - 1) * st->nparams + i] : NULL) : params[i];
       for (size_t k = 0; k < counts[i]; k++, off += 4) {
         if (!src) continue; /* no optimizer state: the calloc'd zeros stay */
         uint32_t u;

@@ -54,7 +54,17 @@ typedef struct ddp_reducer_opts {
                              (ddp_reducer_shard_range says which elements of a parameter); the
                              application updates those elements only (its optimizer state is
                              kept for them only) and ddp_reducer_allgather_params brings every
-                             rank the updated parameters. Host parameters, views on, no hook. */
+                             rank the updated parameters. Host parameters, views on, no hook.
+                             2 (ZeRO-2): as 1, and once ddp_reducer_param_wait has copied a
+                             bucket's gathered parameters out, the whole memory pages of the
+                             bucket outside this rank's block are given back to the system
+                             (madvise; node-shared pool pages are punched out of the segment),
+                             so between steps each rank keeps about 1/world of the gradient
+                             memory; the next backward writes those pages again (they read as
+                             zeros until then). This lowers the resident memory between steps,
+                             not the peak during backward (every gradient is still produced in
+                             full before its bucket is reduce-scattered), and costs the page
+                             faults of re-touching the memory each step. */
 } ddp_reducer_opts_t;
 
 DDP_API ddp_status_t ddp_reducer_opts_default(ddp_reducer_opts_t *opts);
@@ -106,6 +116,8 @@ typedef struct ddp_reducer_stats {
   int rebuilt;                /* buckets rebuilt from observed order */
   size_t unused_params;       /* find_unused: parameters no rank produced in the last iteration */
   size_t wire_bytes;          /* bytes allreduced per synced iteration (halved by a hook) */
+  size_t released_bytes;      /* opts.shard = 2: bucket bytes given back to the system after the
+                                 last allgather (so far, as its buckets were waited for) */
 } ddp_reducer_stats_t;
 
 DDP_API ddp_status_t ddp_reducer_stats(const ddp_reducer_t *r, ddp_reducer_stats_t *stats);
@@ -115,7 +127,7 @@ DDP_API ddp_status_t ddp_reducer_bucket_of(const ddp_reducer_t *r, size_t i, siz
  * with cap 0) and their number into *n; *bytes (may be NULL) gets the bucket's size. */
 DDP_API ddp_status_t ddp_reducer_bucket_params(const ddp_reducer_t *r, size_t b, size_t *idx,
                                                size_t cap, size_t *n, size_t *bytes);
-/* ---- sharded mode (opts.shard = 1, ZeRO-1) ----------------------------------------------
+/* ---- sharded mode (opts.shard = 1, ZeRO-1; 2, ZeRO-2) -------------------------------------
  * After a synced finish, elements [*begin, *begin + *count) of parameter i (and of its
  * gradient view) are this rank's: their gradients are averaged, the rest of the view is not.
  * *count may be 0. The ranges of all ranks partition every parameter. DDP_ESTATE before the
@@ -130,7 +142,8 @@ DDP_API ddp_status_t ddp_reducer_shard_range(const ddp_reducer_t *r, size_t i, s
 DDP_API ddp_status_t ddp_reducer_allgather_params(ddp_reducer_t *r);
 /* Waits for parameter i's bucket and copies the gathered values into the application's buffer:
  * call it before parameter i is read (the forward pass); at once when nothing is in flight.
- * i = SIZE_MAX waits for all. */
+ * i = SIZE_MAX waits for all. With opts.shard = 2 it then releases the bucket's pages outside
+ * this rank's block (see ddp_reducer_opts_t.shard). */
 DDP_API ddp_status_t ddp_reducer_param_wait(ddp_reducer_t *r, size_t i);
 /* *data = parameter i's buffer; DDP_ESTATE naming it while its allgather is in flight (a read
  * then would see stale values): call ddp_reducer_param_wait first. */

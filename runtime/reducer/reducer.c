@@ -545,6 +545,7 @@ ddp_status_t ddp_reducer_stats(const ddp_reducer_t *r, ddp_reducer_stats_t *stat
   s.rebuilt = r->rebuilt;
   s.unused_params = r->unused_params;
   s.wire_bytes = r->wire_bytes;
+  s.released_bytes = r->released_bytes;
   *stats = s;
   return DDP_OK;
 }
@@ -583,7 +584,8 @@ ddp_status_t ddp_reducer_param_used(const ddp_reducer_t *r, size_t i, int *used)
 /* ---- sharded mode (ZeRO-1) ------------------------------------------------------------------ */
 
 static ddp_status_t shard_ready(const ddp_reducer_t *r, const char *what) {
-  if (!r->shard) return ddp__error(DDP_ESTATE, "%s needs a reducer created with opts.shard = 1", what);
+  if (!r->shard)
+    return ddp__error(DDP_ESTATE, "%s needs a reducer created with opts.shard = 1 or 2", what);
   if (!r->rebuilt)
     return ddp__error(DDP_ESTATE, "%s before the first synced ddp_reducer_finish: the buckets, and "
                       "so the shards, are fixed only then", what);
@@ -623,6 +625,7 @@ ddp_status_t ddp_reducer_allgather_params(ddp_reducer_t *r) {
   ddp_coll_opts_t o;
   ddp_coll_opts_default(&o);
   ddp_status_t st = DDP_OK;
+  r->released_bytes = 0; /* counted again as this allgather's buckets are waited for */
   /* The last bucket holds the first layers (buckets follow the backward order): it goes first,
    * so the forward pass can start while later layers are still on the wire. */
   for (size_t j = r->lay.nb; st == DDP_OK && j-- > 0;) {
@@ -643,6 +646,21 @@ ddp_status_t ddp_reducer_allgather_params(ddp_reducer_t *r) {
   return st;
 }
 
+/* ZeRO-2: the parameters are copied out, so bucket j's memory outside this rank's block holds
+ * nothing anyone needs until the next backward writes gradients there: release those pages.
+ * Safe for the node-shared pool too: this rank's allgather completed, so every rank posted its
+ * allgather, which it does after its reduce-scatter (the only time peers read those blocks of
+ * this bucket) completed. The pages read as zeros afterwards, which keeps the padding zero. */
+static void release_others(ddp_reducer_t *r, size_t j) {
+  ddp__rbucket_t *b = &r->b[j];
+  size_t es = ddp_dtype_size(b->dtype), blk = b->shard * es, mine = (size_t)r->c->rank * blk;
+  size_t all = b->shard * (size_t)r->c->size * es;
+  char *base = (char *)b->buf.ptr;
+  size_t freed = ddp__rbuf_release(b->mem, b->buf.pooled, base, mine);
+  freed += ddp__rbuf_release(b->mem, b->buf.pooled, base + mine + blk, all - mine - blk);
+  r->released_bytes += freed;
+}
+
 static ddp_status_t gather_wait(ddp_reducer_t *r, size_t j) {
   ddp__rbucket_t *b = &r->b[j];
   if (!b->ag_pending) return DDP_OK;
@@ -650,10 +668,17 @@ static ddp_status_t gather_wait(ddp_reducer_t *r, size_t j) {
   b->agreq = NULL;
   b->ag_pending = 0;
   if (st != DDP_OK) return st;
+  /* This rank's own range is already in the application's buffer (it was copied from there):
+   * only the others' elements come back. */
   for (size_t k = 0; k < r->lay.nmem[j]; k++) {
-    size_t i = r->lay.members[r->lay.first[j] + k];
-    memcpy(r->p[i].data, slot(r, i), pbytes(&r->p[i]));
+    size_t i = r->lay.members[r->lay.first[j] + k], begin, count, es = ddp_dtype_size(r->p[i].dtype);
+    own_range(r, i, &begin, &count);
+    char *dst = (char *)r->p[i].data;
+    const char *src = (const char *)slot(r, i);
+    memcpy(dst, src, begin * es);
+    memcpy(dst + (begin + count) * es, src + (begin + count) * es, (r->p[i].count - begin - count) * es);
   }
+  if (r->shard == 2) release_others(r, j);
   return DDP_OK;
 }
 

@@ -46,14 +46,14 @@ static ddp_status_t check_local(ddp_comm_t *comm, const ddp_param_t *params, siz
   DDP_CHECK_ARG((unsigned)o->algo < DDP_ALGO_COUNT,
                 "opts.algo %d is not a ddp_algo_t (valid: 0..%d, auto mpi ring rhd shm hier)",
                 (int)o->algo, DDP_ALGO_COUNT - 1);
-  DDP_CHECK_ARG(o->shard == 0 || o->shard == 1, "opts.shard %d must be 0 (allreduce) or 1 (ZeRO-1)",
-                o->shard);
+  DDP_CHECK_ARG(o->shard >= 0 && o->shard <= 2,
+                "opts.shard %d must be 0 (allreduce), 1 (ZeRO-1) or 2 (ZeRO-2)", o->shard);
   if (o->shard && o->hook != DDP_HOOK_NONE)
-    return ddp__error(DDP_ENOTSUP, "opts.shard 1 with opts.hook %d: the fp16/bf16 hooks compress "
-                      "allreduced buckets only", (int)o->hook);
+    return ddp__error(DDP_ENOTSUP, "opts.shard %d with opts.hook %d: the fp16/bf16 hooks compress "
+                      "allreduced buckets only", o->shard, (int)o->hook);
   if (o->shard && !o->grad_as_bucket_view)
-    return ddp__error(DDP_ENOTSUP, "opts.shard 1 needs grad_as_bucket_view = 1 (the shard is a "
-                      "range of the bucket)");
+    return ddp__error(DDP_ENOTSUP, "opts.shard %d needs grad_as_bucket_view = 1 (the shard is a "
+                      "range of the bucket)", o->shard);
   for (size_t i = 0; i < nparams; i++) {
     const ddp_param_t *p = &params[i];
     const char *nm = p->name ? p->name : "unnamed";
@@ -65,8 +65,8 @@ static ddp_status_t check_local(ddp_comm_t *comm, const ddp_param_t *params, siz
     DDP_CHECK_ARG(p->count <= ((size_t)1 << 40), "params[%zu] ('%s'): count %zu is too large", i, nm, p->count);
     DDP_CHECK_ARG(p->data != NULL, "params[%zu] ('%s'): data is NULL", i, nm);
     if (o->shard && p->mem != DDP_MEM_HOST)
-      return ddp__error(DDP_ENOTSUP, "params[%zu] ('%s'): opts.shard 1 supports host parameters only",
-                        i, nm);
+      return ddp__error(DDP_ENOTSUP, "params[%zu] ('%s'): opts.shard %d supports host parameters only",
+                        i, nm, o->shard);
     DDP_CHECK_ARG(o->grad_as_bucket_view || p->grad != NULL,
                   "params[%zu] ('%s'): grad is NULL, but grad_as_bucket_view is off so the "
                   "application must provide the gradient buffer", i, nm);

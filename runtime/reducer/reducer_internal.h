@@ -38,6 +38,11 @@ DDP_HIDDEN ddp_status_t ddp__rbuf_compress(ddp_comm_t *comm, ddp_mem_t mem, void
 DDP_HIDDEN ddp_status_t ddp__rbuf_decompress(ddp_comm_t *comm, ddp_mem_t mem, float *dst,
                                              const void *src_half, size_t count, ddp_dtype_t half,
                                              ddp_stream_t *stream);
+/* ZeRO-2: gives the whole pages inside ptr[0 .. bytes) back to the system (host memory: shared
+ * pool pages are punched out of the node-shared segment, private ones dropped); they read as
+ * zeros when touched again. Returns the bytes released (0 for device memory or when the system
+ * refuses). */
+DDP_HIDDEN size_t ddp__rbuf_release(ddp_mem_t mem, int pooled, void *ptr, size_t bytes);
 /* Host view of the results: waits for the stream's work (device), no-op for host memory. */
 DDP_HIDDEN ddp_status_t ddp__rbuf_sync(ddp_comm_t *comm, ddp_mem_t mem, ddp_stream_t *stream);
 /* NULL when the reducer can hold parameters of kind `mem` on this communicator, else why. */
@@ -111,6 +116,7 @@ struct ddp_reducer {
   uint64_t iterations;
   double sum_comm, sum_exposed;
   size_t unused_params, wire_bytes;
+  size_t released_bytes;  /* shard = 2: gradient bytes released after the last allgather */
 };
 
 /* reducer.c */

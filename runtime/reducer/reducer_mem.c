@@ -1,8 +1,11 @@
 /* Bucket memory of the reducer: allocation (node-shared pool, malloc, or device memory through
  * the public device API), zeroing, copies, and the fp16/bf16 hook's conversions. Every memory
  * operation of the reducer goes through here, so a memory kind is added in one place. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "kernels_internal.h"
 #include "ddp_device.h"
@@ -64,6 +67,23 @@ ddp_status_t ddp__rbuf_copy(ddp_comm_t *comm, ddp_mem_t mem, void *dst, const vo
   if (mem == DDP_MEM_CUDA) return ddp_memcpy_async(comm, dst, src, bytes, stream);
   memcpy(dst, src, bytes);
   return DDP_OK;
+}
+
+size_t ddp__rbuf_release(ddp_mem_t mem, int pooled, void *ptr, size_t bytes) {
+  if (mem != DDP_MEM_HOST || !bytes) return 0;
+  long pg = sysconf(_SC_PAGESIZE);
+  size_t page = pg > 0 ? (size_t)pg : 4096;
+  uintptr_t a = ((uintptr_t)ptr + page - 1) & ~(uintptr_t)(page - 1);
+  uintptr_t e = ((uintptr_t)ptr + bytes) & ~(uintptr_t)(page - 1);
+  if (e <= a) return 0;
+  /* Node-shared pages belong to the shared segment: MADV_DONTNEED would only unmap them from
+   * this process (the memory stays used, and keeps its contents); MADV_REMOVE frees them.
+   * Private pages: MADV_DONTNEED frees them and they come back zero-filled. */
+#ifdef MADV_REMOVE
+  if (pooled && madvise((void *)a, e - a, MADV_REMOVE) == 0) return e - a;
+#endif
+  if (!pooled && madvise((void *)a, e - a, MADV_DONTNEED) == 0) return e - a;
+  return 0;
 }
 
 ddp_status_t ddp__rbuf_sync(ddp_comm_t *comm, ddp_mem_t mem, ddp_stream_t *stream) {
