@@ -414,8 +414,8 @@ struct trainer {
   char resume_path[4200];
   uint64_t saved_step;
   int stop_sig; /* the signal the ranks agreed to stop on */
-  double agree_s;
-  uint64_t agree_n;
+  double agree_s, ckpt_s; /* time in the step boundary's agreement, in writing checkpoints */
+  uint64_t agree_n, ckpt_n;
 };
 
 /* The optimizer's state (momentum buffers, NULL for plain SGD), as the checkpoint and the GPU
@@ -1009,6 +1009,7 @@ static int save_checkpoint(trainer_t *t, uint64_t epoch, uint64_t step_in_epoch,
   void *cb = NULL;
   size_t cbytes = 0;
   char note[2048] = "";
+  double t0 = train_now();
   int rc = ckpt_serialize(&st, (float *const *)t->m.param, opt_state(t), t->m.count, &cb, &cbytes,
                           err, sizeof err);
   if (rc == 0 && o->checkpoint_dir)
@@ -1018,8 +1019,12 @@ static int save_checkpoint(trainer_t *t, uint64_t epoch, uint64_t step_in_epoch,
     rc = ckpt_write_atomic(o->checkpoint, cb, cbytes, err, sizeof err);
   if (rc != 0) fprintf(stderr, "ddp_train: checkpoint not written: %s\n", err);
   if (note[0]) fprintf(stderr, "ddp_train: checkpoint directory: %s\n", note);
-  if (rc == 0) t->saved_step = t->global_step;
   free(cb);
+  if (rc == 0) {
+    t->saved_step = t->global_step;
+    t->ckpt_s += train_now() - t0;
+    t->ckpt_n++;
+  }
   return rc;
 }
 
@@ -1202,6 +1207,10 @@ static void report(trainer_t *t, int stopped, double acc, double run_t0) {
   if (t->agree_n)
     printf("# step boundary (loss + stop flag, one allreduce of 2 f64): %.1f us/step over %llu steps\n",
            1e6 * t->agree_s / (double)t->agree_n, (unsigned long long)t->agree_n);
+  if (t->ckpt_n)
+    printf("# checkpoints: %llu written, %.1f ms each (serialise, write, fsync, rename%s)\n",
+           (unsigned long long)t->ckpt_n, 1e3 * t->ckpt_s / (double)t->ckpt_n,
+           o->checkpoint_dir ? ", LATEST, prune" : "");
   if (t->reducer && ddp_reducer_stats(t->reducer, &t->rs) == DDP_OK && t->rs.iterations)
     printf("# reducer: %zu buckets, comm %.3f ms/step, exposed %.3f ms/step, %.0f%% hidden\n",
            t->rs.nbuckets, t->rs.comm_ms_avg, t->rs.exposed_ms_avg, 100.0 * t->rs.hidden_fraction);

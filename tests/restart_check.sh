@@ -101,6 +101,25 @@ at_step() {
   return 1
 }
 
+# wait_run PID: waits for the launcher PID and sets st to its exit status; a job still running
+# 40 s later hangs (a rank waiting for one that has left): its ranks get SIGKILL, a failure.
+wait_run() {
+  local pid=$1 r
+  for _ in $(seq 1 4000); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.01
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    bad "the job hangs 40 s after the signal; SIGKILL to its ranks"
+    for r in $(seq 0 $((np - 1))); do
+      p=$(rank_pid "$r")
+      [ -n "$p" ] && kill -KILL "$p"
+    done
+  fi
+  wait "$pid"
+  st=$?
+}
+
 # The global step the run had logged last.
 logged() { tail -n 1 steps.log | cut -d' ' -f1; }
 
@@ -118,8 +137,7 @@ kill)
   pid=$!
   p=$(at_step 0 $k1 run.out $pid $r1 KILL) && say "SIGKILL to rank $r1 (pid $p) at global step $(logged) (target $k1)" || bad "SIGKILL not sent"
   p=$(at_step 1 $k2 run.out $pid $r2 KILL) && say "SIGKILL to rank $r2 (pid $p) at global step $(logged) (target $k2)" || bad "SIGKILL not sent"
-  wait $pid
-  st=$?
+  wait_run $pid
   grep '^ddp_run:' run.out
   [ $st -eq 0 ] || bad "ddp_run exited $st"
   grep -q "restart 1 of 3 in 0 s, resuming from ck/ckpt-" run.out || bad "no log line of the first restart"
@@ -137,8 +155,7 @@ usr1)
     --log-steps steps.log >run1.out 2>&1 &
   pid=$!
   p=$(at_step 0 $k1 run1.out $pid $r1 USR1) && say "SIGUSR1 to rank $r1 only (pid $p) at step $(logged) (target $k1)" || bad "SIGUSR1 not sent"
-  wait $pid
-  st=$?
+  wait_run $pid
   grep -E '^ddp_run:|^# stopped' run1.out
   [ $st -eq 75 ] || bad "stop on SIGUSR1 to one rank: ddp_run exited $st, expected 75"
   s1=$(sed -n 's/^# stopped on SIGUSR1 after global step \([0-9]*\) .*checkpoint written.*/\1/p' run1.out)
@@ -170,8 +187,7 @@ usr1)
   # (rank 0 stands in for "the attempt has started"; the signal goes to ddp_run itself)
   at_step 2 $k3 run2.out $pid 0 0 >/dev/null && kill -USR1 $pid && say "SIGUSR1 to ddp_run at step $(logged) (target $k3)" ||
     bad "SIGUSR1 to ddp_run not sent"
-  wait $pid
-  st=$?
+  wait_run $pid
   grep -E '^ddp_run:|^# stopped|^# resumed' run2.out
   [ $st -eq 75 ] || bad "SIGUSR1 to ddp_run: it exited $st, expected 75"
   grep -q "^# stopped on SIGUSR1 after global step .*checkpoint written" run2.out || bad "no stop line"
