@@ -303,7 +303,7 @@ slurm)
   reference
   k=$((30 + RANDOM % 60))
   sbatch --parsable --nodes=1 --ntasks="$np" --ntasks-per-node="$np" --time=00:05:00 --chdir="$src" --output="$PWD/job.out" \
-    --export=ALL,MPIDDP_BUILD="$build",MPIDDP_RUN_FLAGS="--max-restarts 0" \
+    --export="ALL,MPIDDP_BUILD=$build,MPIDDP_RUN_FLAGS=--max-restarts 0" \
     "$src/apps/slurm/train_requeue.sbatch" "${cfg[@]}" --checkpoint-dir "$PWD/ck" --checkpoint-every 10 \
     --metrics "$PWD/run.csv" --log-steps "$PWD/steps.log" >sbatch.out 2>&1 || { bad "sbatch: $(cat sbatch.out)"; finish; }
   job=$(head -n 1 sbatch.out | cut -d';' -f1)
