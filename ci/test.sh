@@ -37,6 +37,8 @@ cmake -S . -B build-mpich -DCMAKE_BUILD_TYPE=Release -DDDP_WERROR=ON -DDDP_CUDA=
 cmake --build build-mpich -j "$jobs"
 bash ci/check-layers.sh build-mpich # the objects of a build without CUDA
 ctest --test-dir build-mpich -L quick --output-on-failure
+# the Python binding over MPICH's int MPI_Comm (init without mpi4py, hooks, device buffers)
+ctest --test-dir build-mpich -L abi --output-on-failure
 
 step "ASan+UBSan build, quick tests (build-asan/)"
 # CUDA is left out here: the sanitizers check the host code, and nvcc would double the build.

@@ -18,7 +18,23 @@ foreach(t "api;test_api.py;2;60" "hook;test_hook.py;2;60" "hook;test_hook.py;3;6
   ddp_add_mpi_test(NAME python_${name} PROGRAM ddp_python NP ${np} ARGS ${DDP_PY_DIR}/${script} ${np}
     LABELS python TIMEOUT ${timeout} ENV ${DDP_PY_ENV} SKIP_CODE 0)
 endforeach()
+# device buffers through the binding, on the emulated device
+foreach(np 1 2)
+  ddp_add_mpi_test(NAME python_device PROGRAM ddp_python NP ${np}
+    ARGS ${DDP_PY_DIR}/test_device.py ${np} LABELS python device TIMEOUT 60
+    ENV ${DDP_PY_ENV} DDP_DEVICE_EMULATE=1 SKIP_CODE 0)
+endforeach()
+# label abi: the binding across MPI handle ABIs; CI's MPICH build runs these too (ci/test.sh)
+set_property(TEST python_hook_np2 python_hook_np3 python_device_np1 python_device_np2
+  APPEND PROPERTY LABELS abi)
 # cmake --install (moved prefix) and pip install --target, outside the build tree
 ddp_add_mpi_test(NAME python_install_np2 LABELS python install TIMEOUT 120
   COMMAND bash ${DDP_PY_DIR}/install.sh ${PROJECT_BINARY_DIR} ${DDP_PYTHON} ${DDP_LAUNCH}
           ${PROJECT_SOURCE_DIR})
+# init_process_group under SLURM (srun and mpirun inside sbatch), on the private SLURM of
+# ci/slurm/with_slurm.sh; skips (77) without slurm-wlm / munge
+ddp_add_mpi_test(NAME python_slurm_np2 LABELS python slurm TIMEOUT 240 SKIP_CODE 77 RUN_SERIAL
+  ENV ${DDP_PY_ENV}
+  COMMAND bash ${PROJECT_SOURCE_DIR}/ci/slurm/with_slurm.sh
+          --scratch ${CMAKE_CURRENT_BINARY_DIR}/python_slurm_tmp --
+          bash ${DDP_PY_DIR}/slurm_torch.sh ${PROJECT_SOURCE_DIR} ${DDP_PYTHON} 2)

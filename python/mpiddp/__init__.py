@@ -3,13 +3,20 @@ the installed libmpiddp, through ctypes (pure Python, nothing to compile).
 
     import mpiddp
     comm = mpiddp.init()                 # MPI_Init_thread if nobody did (adopts mpi4py's MPI)
-    comm.allreduce(x, op="avg")          # x: contiguous CPU NumPy array or torch tensor, in place
+    comm.allreduce(x, op="avg")          # x: contiguous NumPy array or torch tensor, in place
     req = comm.iallreduce(x); ...; req.wait()
 
 Buffers go to C by their data pointer (zero copy). Their type, contiguity and liveness are
 checked here before any pointer reaches C: a bad buffer raises TypeError / ValueError, a
 failing call raises MpiddpError carrying ddp_last_error()'s message. mpiddp.torch adds
 init_process_group() and the DDP comm hooks.
+
+Device buffers (CUDA torch tensors, any object with __cuda_array_interface__ such as CuPy or
+Numba arrays, and mpiddp's own DeviceArray) go to the device collectives (ddp_coll_opts_t.mem =
+DDP_MEM_CUDA), ordered after the work queued on their stream (torch's current stream, or the
+interface's "stream"); the library's device must be available (a GPU, or DDP_DEVICE_EMULATE=1,
+where Comm.device_array gives emulated device memory) and every buffer of a call must live on
+the same side.
 """
 import atexit
 import ctypes
@@ -18,7 +25,7 @@ import threading
 
 from . import _lib
 
-__all__ = ["MpiddpError", "Comm", "Request", "SharedBuffer", "DistributedSampler", "init",
+__all__ = ["MpiddpError", "Comm", "Request", "SharedBuffer", "DeviceArray", "DistributedSampler", "init",
            "finalize", "default_comm", "library_path", "version"]
 
 _L = None
@@ -75,11 +82,14 @@ _TORCH_DTYPES = {"torch.float32": _lib.F32, "torch.float64": _lib.F64, "torch.fl
 
 
 class _Buf:
-    """A checked buffer: pointer, element count, dtype; `keep` holds what keeps it alive."""
-    __slots__ = ("ptr", "count", "dtype", "nbytes", "keep")
+    """A checked buffer: pointer, element count, dtype, where it lives (mem: _lib.MEM_HOST or
+    MEM_CUDA) and the stream its data is ordered on (device only; None = default stream);
+    `keep` holds what keeps it alive."""
+    __slots__ = ("ptr", "count", "dtype", "nbytes", "keep", "mem", "stream")
 
-    def __init__(self, ptr, count, dtype, nbytes, keep):
+    def __init__(self, ptr, count, dtype, nbytes, keep, mem=_lib.MEM_HOST, stream=None):
         self.ptr, self.count, self.dtype, self.nbytes, self.keep = ptr, count, dtype, nbytes, keep
+        self.mem, self.stream = mem, stream
 
 
 def _shared_owner(obj):
@@ -96,10 +106,18 @@ def _shared_owner(obj):
     return None
 
 
-def buffer(x, name="buffer", writable=True):
-    """Checks a NumPy array or torch tensor and returns its _Buf. Raises TypeError (not an
-    array, unsupported dtype, device memory) or ValueError (non-contiguous, read-only,
-    freed storage, requires grad)."""
+def buffer(x, name="buffer", writable=True, comm=None):
+    """Checks a NumPy array, torch tensor or device array and returns its _Buf. Raises
+    TypeError (not an array, unsupported dtype, device memory without a device) or ValueError
+    (non-contiguous, read-only, freed storage, requires grad, not this device's memory).
+    comm: the communicator the buffer is for (device buffers are checked against its device;
+    default: the one of init())."""
+    torch = _torch()
+    if isinstance(x, DeviceArray) or (torch is not None and isinstance(x, torch.Tensor) and
+                                      x.device.type == "cuda") or (
+            hasattr(x, "__cuda_array_interface__") and not (
+                torch is not None and isinstance(x, torch.Tensor))):
+        return _device_buffer(x, name, writable, comm)
     owner = _shared_owner(x)
     if owner is not None and owner.freed:
         raise ValueError("%s: the node-shared buffer it views was freed (SharedBuffer.free)" % name)
@@ -110,7 +128,8 @@ def buffer(x, name="buffer", writable=True):
             raise TypeError("%s: torch dtype %s is not supported (float32, float64, float16, "
                             "bfloat16, int32, int64, uint8)" % (name, x.dtype))
         if x.device.type != "cpu":
-            raise TypeError("%s: tensor on %s: this binding passes CPU tensors only" % (name, x.device))
+            raise TypeError("%s: tensor on %s: mpiddp passes CPU and CUDA tensors only"
+                            % (name, x.device))
         if x.layout != torch.strided:
             raise TypeError("%s: %s tensor: only dense (strided) tensors" % (name, x.layout))
         if not x.is_contiguous():
@@ -141,8 +160,113 @@ def buffer(x, name="buffer", writable=True):
         if not x.flags.aligned:
             raise ValueError("%s: array is not aligned" % name)
         return _Buf(x.ctypes.data, x.size, dt, x.nbytes, x)
-    raise TypeError("%s: expected a NumPy array or a torch tensor, got %s"
+    raise TypeError("%s: expected a NumPy array, a torch tensor or a device array, got %s"
                     % (name, type(x).__name__))
+
+
+# __cuda_array_interface__ typestr -> dtype (little-endian, or no byte order for one byte)
+_CAI_DTYPES = {"<f4": _lib.F32, "<f8": _lib.F64, "<f2": _lib.F16, "<i4": _lib.I32,
+               "<i8": _lib.I64, "|u1": _lib.U8, "<u1": _lib.U8}
+_ESIZE = {_lib.F32: 4, _lib.F64: 8, _lib.F16: 2, _lib.BF16: 2, _lib.I32: 4, _lib.I64: 8,
+          _lib.U8: 1}
+
+
+def _device_buffer(x, name, writable, comm):
+    """A device buffer: a DeviceArray, a CUDA torch tensor or a __cuda_array_interface__
+    object, checked against the communicator's device before its pointer is used."""
+    comm = comm if comm is not None else default_comm()
+    L = _lib_()
+    kind = L.device_kind(comm._handle())
+    if kind == _lib.DEVICE_NONE:
+        raise TypeError("%s: device memory (%s), but this communicator has no device: %s"
+                        % (name, type(x).__name__, comm.device_describe()))
+    torch = _torch()
+    stream = None
+    if isinstance(x, DeviceArray):
+        if x.freed:
+            raise ValueError("%s: DeviceArray was freed" % name)
+        if x.comm is not comm:
+            raise ValueError("%s: DeviceArray of another communicator" % name)
+        ptr, count, dt, keep = x.ptr, x.count, x.dtype, x
+    elif torch is not None and isinstance(x, torch.Tensor):
+        dt = _TORCH_DTYPES.get(str(x.dtype))
+        if dt is None:
+            raise TypeError("%s: torch dtype %s is not supported (float32, float64, float16, "
+                            "bfloat16, int32, int64, uint8)" % (name, x.dtype))
+        if x.layout != torch.strided or not x.is_contiguous():
+            raise ValueError("%s: CUDA tensor of shape %s with strides %s is not dense and "
+                             "contiguous (use .contiguous())" % (name, tuple(x.shape), x.stride()))
+        if writable and x.requires_grad:
+            raise ValueError("%s: tensor requires grad: a collective writing into it would bypass "
+                             "autograd (pass t.detach() or t.grad)" % name)
+        if kind != _lib.DEVICE_CUDA:
+            raise TypeError("%s: CUDA tensor, but this communicator's device is %s"
+                            % (name, comm.device_describe()))
+        ptr, count, keep = x.data_ptr(), x.numel(), x
+        stream = torch.cuda.current_stream(x.device).cuda_stream or None
+    else:
+        cai = x.__cuda_array_interface__
+        try:
+            shape, typestr, (ptr, readonly) = tuple(cai["shape"]), cai["typestr"], cai["data"]
+        except (KeyError, TypeError, ValueError):
+            raise TypeError("%s: malformed __cuda_array_interface__ %r" % (name, cai)) from None
+        dt = _CAI_DTYPES.get(typestr)
+        if dt is None:
+            raise TypeError("%s: device dtype %s is not supported (%s)"
+                            % (name, typestr, ", ".join(sorted(_CAI_DTYPES))))
+        count = 1
+        for n in shape:
+            count *= int(n)
+        strides = cai.get("strides")
+        if strides is not None:
+            want, step = [], _ESIZE[dt]
+            for n in reversed(shape):
+                want.insert(0, step)
+                step *= int(n)
+            if count > 1 and tuple(strides) != tuple(want):
+                raise ValueError("%s: device array of shape %s with strides %s is not "
+                                 "C-contiguous" % (name, shape, tuple(strides)))
+        if writable and readonly:
+            raise ValueError("%s: device array is read-only" % name)
+        if cai.get("mask") is not None:
+            raise ValueError("%s: masked device arrays are not supported" % name)
+        s = cai.get("stream") if cai.get("version", 0) >= 3 else None
+        if s not in (None, 1, 2):
+            if kind != _lib.DEVICE_CUDA:
+                raise ValueError("%s: stream %r: under the emulated device only the default "
+                                 "stream (None, 1, 2) is known" % (name, s))
+            stream = int(s)
+        elif s == 2 and kind == _lib.DEVICE_CUDA:
+            stream = 2  # cudaStreamPerThread
+        keep = x
+    nbytes = count * _ESIZE[dt]
+    if nbytes and (not ptr or not L.device_is_device_ptr(comm._handle(), ptr)):
+        raise ValueError("%s: pointer 0x%x is not device memory of this communicator's device "
+                         "(%s)" % (name, ptr or 0, comm.device_describe()))
+    return _Buf(ptr, count, dt, nbytes, keep, _lib.MEM_CUDA, stream)
+
+
+def _opts(bufs):
+    """NULL options for host buffers; for device buffers a CollOpts with mem = MEM_CUDA and
+    their stream. Every buffer of one call must live on the same side, on one stream."""
+    mems = {b.mem for b in bufs}
+    if len(mems) > 1:
+        raise ValueError("buffers on the host and on the device in one call: move them to one "
+                         "side")
+    if mems != {_lib.MEM_CUDA}:
+        return None
+    streams = {b.stream for b in bufs}
+    if len(streams) > 1:
+        raise ValueError("device buffers of one call on different streams %s"
+                         % sorted(streams, key=str))
+    o = _lib.CollOpts()
+    _check("ddp_coll_opts_default", _lib_().coll_opts_default(ctypes.byref(o)))
+    o.mem, o.stream = _lib.MEM_CUDA, streams.pop()
+    return o
+
+
+def _byref(o):
+    return None if o is None else ctypes.byref(o)
 
 
 def _op(op):
@@ -236,6 +360,93 @@ class SharedBuffer:
             _check("ddp_free", _lib_().free(self.comm._handle(), self._ptr))
 
 
+# ---- device memory -------------------------------------------------------------------------
+_DEV_DTYPES = {"float32": (_lib.F32, "<f4"), "float64": (_lib.F64, "<f8"),
+               "float16": (_lib.F16, "<f2"), "int32": (_lib.I32, "<i4"),
+               "int64": (_lib.I64, "<i8"), "uint8": (_lib.U8, "|u1")}
+
+
+class DeviceArray:
+    """A C-contiguous array in the communicator's device memory (ddp_device_malloc), usable
+    in every collective and by CuPy / Numba / torch through __cuda_array_interface__. Copies
+    to and from NumPy are blocking (default stream). free() (or garbage collection) releases
+    it; a freed array in a collective raises ValueError."""
+
+    def __init__(self, comm, shape, dtype="float32"):
+        import numpy as np
+        self.shape = (shape,) if isinstance(shape, int) else tuple(int(n) for n in shape)
+        if any(n < 0 for n in self.shape):
+            raise ValueError("shape %r: negative extent" % (shape,))
+        self.np_dtype = np.dtype(dtype)
+        if self.np_dtype.name not in _DEV_DTYPES or not self.np_dtype.isnative:
+            raise TypeError("dtype %s is not supported (%s, native byte order)"
+                            % (self.np_dtype, ", ".join(_DEV_DTYPES)))
+        self.dtype, self._typestr = _DEV_DTYPES[self.np_dtype.name]
+        self.count = 1
+        for n in self.shape:
+            self.count *= n
+        self.nbytes = self.count * self.np_dtype.itemsize
+        self.comm, self.freed = comm, True
+        self._ptr = ctypes.c_void_p()
+        _check("ddp_device_malloc", _lib_().device_malloc(comm._handle(), max(self.nbytes, 1),
+                                                          ctypes.byref(self._ptr)))
+        self.freed = False
+
+    @property
+    def ptr(self):
+        return self._ptr.value
+
+    @property
+    def __cuda_array_interface__(self):
+        if self.freed:
+            raise ValueError("DeviceArray was freed")
+        return {"shape": self.shape, "typestr": self._typestr, "data": (self.ptr, False),
+                "strides": None, "version": 3, "stream": None}
+
+    def _copy(self, dst, src):
+        L = _lib_()
+        h = self.comm._handle()
+        _check("ddp_memcpy_async", L.memcpy_async(h, dst, src, self.nbytes, None))
+        _check("ddp_stream_synchronize", L.stream_synchronize(h, None))
+
+    def copy_from(self, array):
+        """Copies a NumPy array of the same element count and dtype in; returns self."""
+        import numpy as np
+        if self.freed:
+            raise ValueError("DeviceArray was freed")
+        a = np.ascontiguousarray(array)
+        if a.dtype != self.np_dtype or a.size != self.count:
+            raise ValueError("array of %d %s for a DeviceArray of %d %s"
+                             % (a.size, a.dtype, self.count, self.np_dtype))
+        if self.nbytes:
+            self._copy(self.ptr, a.ctypes.data)
+        return self
+
+    def numpy(self):
+        """A NumPy copy of the contents."""
+        import numpy as np
+        if self.freed:
+            raise ValueError("DeviceArray was freed")
+        a = np.empty(self.shape, dtype=self.np_dtype)
+        if self.nbytes:
+            self._copy(a.ctypes.data, self.ptr)
+        return a
+
+    def free(self):
+        """Releases the memory (a no-op once freed or after the communicator closed, which
+        released it)."""
+        if not self.freed:
+            self.freed = True
+            if not self.comm.closed:
+                _check("ddp_device_free", _lib_().device_free(self.comm._handle(), self._ptr))
+
+    def __del__(self):
+        try:
+            self.free()
+        except Exception:
+            pass
+
+
 # ---- communicator --------------------------------------------------------------------------
 class Comm:
     """An mpiddp communicator (ddp_comm_t *). Created by mpiddp.init() (the world, or an
@@ -302,74 +513,92 @@ class Comm:
         return d
 
     # -- collectives. out=None: in place in `buf`. They return the result buffer. --
+    def _buf(self, x, name, writable=True):
+        return buffer(x, name, writable, comm=self)
+
     def _args_reduce(self, buf, out):
         if out is None:
-            b = buffer(buf, "buf")
-            return b, _lib.IN_PLACE, b
-        send = buffer(buf, "buf", writable=False)
-        o = buffer(out, "out")
+            b = self._buf(buf, "buf")
+            return b, _lib.IN_PLACE, b, _opts((b,))
+        send = self._buf(buf, "buf", writable=False)
+        o = self._buf(out, "out")
         if o.dtype != send.dtype or o.count != send.count:
             raise ValueError("out: %d elements of dtype %d for an input of %d of dtype %d"
                              % (o.count, o.dtype, send.count, send.dtype))
-        return send, send.ptr, o
+        return send, send.ptr, o, _opts((send, o))
 
     def allreduce(self, buf, op="sum", out=None):
         _op(op)
-        send, sp, recv = self._args_reduce(buf, out)
+        send, sp, recv, opts = self._args_reduce(buf, out)
         _check("ddp_allreduce", _lib_().allreduce(self._handle(), sp, recv.ptr, recv.count,
-                                                  recv.dtype, _op(op), None))
+                                                  recv.dtype, _op(op), _byref(opts)))
         return recv.keep
 
     def iallreduce(self, buf, op="sum", out=None):
         _op(op)
-        send, sp, recv = self._args_reduce(buf, out)
-        return self._post("ddp_iallreduce", (send, recv), _lib_().iallreduce, self._handle(), sp,
-                          recv.ptr, recv.count, recv.dtype, _op(op), None)
+        send, sp, recv, opts = self._args_reduce(buf, out)
+        return self._post("ddp_iallreduce", (send, recv, opts), _lib_().iallreduce,
+                          self._handle(), sp, recv.ptr, recv.count, recv.dtype, _op(op),
+                          _byref(opts))
 
     def broadcast(self, buf, root=0):
-        b = buffer(buf, "buf")
+        b = self._buf(buf, "buf")
         self._check_root(root)
+        opts = _opts((b,))
         _check("ddp_broadcast", _lib_().broadcast(self._handle(), b.ptr, b.count, b.dtype,
-                                                  root, None))
+                                                  root, _byref(opts)))
         return buf
 
     def ibroadcast(self, buf, root=0):
-        b = buffer(buf, "buf")
+        b = self._buf(buf, "buf")
         self._check_root(root)
-        return self._post("ddp_ibroadcast", (b,), _lib_().ibroadcast, self._handle(), b.ptr,
-                          b.count, b.dtype, root, None)
+        opts = _opts((b,))
+        return self._post("ddp_ibroadcast", (b, opts), _lib_().ibroadcast, self._handle(), b.ptr,
+                          b.count, b.dtype, root, _byref(opts))
 
     def _args_gather(self, send, recv):
-        s = buffer(send, "send", writable=False)
-        r = buffer(recv, "recv")
+        """allgather: recv (size * len(send) elements) is written, send only read."""
+        s = self._buf(send, "send", writable=False)
+        r = self._buf(recv, "recv")
         if r.dtype != s.dtype or r.count != s.count * self.size:
             raise ValueError("recv: %d elements of dtype %d, expected size*%d = %d of dtype %d"
                              % (r.count, r.dtype, s.count, s.count * self.size, s.dtype))
-        return s, r
+        return s, r, _opts((s, r))
 
     def allgather(self, send, recv):
         """recv (size * len(send) elements) gets every rank's `send`, in rank order."""
-        s, r = self._args_gather(send, recv)
+        s, r, opts = self._args_gather(send, recv)
         _check("ddp_allgather", _lib_().allgather(self._handle(), s.ptr, r.ptr, s.count, s.dtype,
-                                                  None))
+                                                  _byref(opts)))
         return recv
 
     def iallgather(self, send, recv):
-        s, r = self._args_gather(send, recv)
-        return self._post("ddp_iallgather", (s, r), _lib_().iallgather, self._handle(), s.ptr,
-                          r.ptr, s.count, s.dtype, None)
+        s, r, opts = self._args_gather(send, recv)
+        return self._post("ddp_iallgather", (s, r, opts), _lib_().iallgather, self._handle(),
+                          s.ptr, r.ptr, s.count, s.dtype, _byref(opts))
+
+    def _args_scatter(self, send, recv):
+        """reduce-scatter: recv (len(send) / size elements) is written, send only read."""
+        s = self._buf(send, "send", writable=False)
+        r = self._buf(recv, "recv")
+        if r.dtype != s.dtype or s.count != r.count * self.size:
+            raise ValueError("send: %d elements of dtype %d, expected size*%d = %d of dtype %d"
+                             % (s.count, s.dtype, r.count, r.count * self.size, r.dtype))
+        return s, r, _opts((s, r))
 
     def reduce_scatter(self, send, recv, op="sum"):
         """recv (len(send) / size elements) gets this rank's block of the reduction."""
-        r, s = self._args_gather(recv, send)
+        _op(op)
+        s, r, opts = self._args_scatter(send, recv)
         _check("ddp_reduce_scatter", _lib_().reduce_scatter(self._handle(), s.ptr, r.ptr, r.count,
-                                                            r.dtype, _op(op), None))
+                                                            r.dtype, _op(op), _byref(opts)))
         return recv
 
     def ireduce_scatter(self, send, recv, op="sum"):
-        r, s = self._args_gather(recv, send)
-        return self._post("ddp_ireduce_scatter", (s, r), _lib_().ireduce_scatter, self._handle(),
-                          s.ptr, r.ptr, r.count, r.dtype, _op(op), None)
+        _op(op)
+        s, r, opts = self._args_scatter(send, recv)
+        return self._post("ddp_ireduce_scatter", (s, r, opts), _lib_().ireduce_scatter,
+                          self._handle(), s.ptr, r.ptr, r.count, r.dtype, _op(op), _byref(opts))
 
     def barrier(self):
         _check("ddp_barrier", _lib_().barrier(self._handle()))
@@ -382,6 +611,23 @@ class Comm:
         if not isinstance(nbytes, int) or nbytes <= 0:
             raise ValueError("nbytes %r: expected a positive int" % (nbytes,))
         return SharedBuffer(self, nbytes)
+
+    def device_describe(self):
+        """The communicator's device: "cuda:0 (NVIDIA H200)", "emulated (...)" or "none (why)"."""
+        buf = ctypes.create_string_buffer(256)
+        _check("ddp_device_describe", _lib_().device_describe(self._handle(), buf, len(buf)))
+        return buf.value.decode(errors="replace")
+
+    def device_array(self, shape, dtype="float32"):
+        """A DeviceArray of `shape` (int or tuple) in the library's device memory
+        (ddp_device_malloc: a GPU, or the emulation under DDP_DEVICE_EMULATE=1), uninitialised."""
+        return DeviceArray(self, shape, dtype)
+
+    def to_device(self, array):
+        """A DeviceArray holding a copy of a NumPy array."""
+        import numpy as np
+        a = np.ascontiguousarray(array)
+        return DeviceArray(self, a.shape, a.dtype).copy_from(a)
 
     def _check_root(self, root):
         if not isinstance(root, int) or not 0 <= root < self.size:

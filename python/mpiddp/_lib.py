@@ -39,6 +39,16 @@ class CommInfo(ctypes.Structure):
         ("host", ctypes.c_char * 64), ("cuda_aware_reason", ctypes.c_char * 128)]
 
 
+MEM_HOST, MEM_CUDA = 0, 1  # ddp_mem_t
+DEVICE_NONE, DEVICE_CUDA, DEVICE_EMULATED = 0, 1, 2  # ddp_device_kind_t
+
+
+class CollOpts(ctypes.Structure):
+    """ddp_coll_opts_t (collectives/ddp_collectives.h); filled by ddp_coll_opts_default."""
+    _fields_ = [("algo", ctypes.c_int), ("mem", ctypes.c_int), ("stream", ctypes.c_void_p),
+                ("tag", ctypes.c_int)]
+
+
 class SamplerOpts(ctypes.Structure):
     """ddp_sampler_opts_t (samplers/ddp_sampler.h). Every field is set by the caller, so
     ddp_sampler_opts_default is not needed."""
@@ -158,7 +168,9 @@ class Lib:
         self.comm_create = _proto(lib, "ddp_comm_create", st, comm, PP)
         self.comm_destroy = _proto(lib, "ddp_comm_destroy", st, PP)
         self.comm_info = _proto(lib, "ddp_comm_info", st, P, ctypes.POINTER(CommInfo))
-        # collectives; the per-call options are always NULL (defaults; DDP_* variables choose)
+        # collectives; per-call options NULL for host buffers (defaults; DDP_* variables
+        # choose), a CollOpts with mem = MEM_CUDA and the data's stream for device buffers
+        self.coll_opts_default = _proto(lib, "ddp_coll_opts_default", st, ctypes.POINTER(CollOpts))
         self.allreduce = _proto(lib, "ddp_allreduce", st, P, P, P, S, I, I, P)
         self.broadcast = _proto(lib, "ddp_broadcast", st, P, P, S, I, I, P)
         self.allgather = _proto(lib, "ddp_allgather", st, P, P, P, S, I, P)
@@ -173,6 +185,14 @@ class Lib:
         self.wait = _proto(lib, "ddp_wait", st, PP)
         self.alloc = _proto(lib, "ddp_alloc", st, P, S, PP)
         self.free = _proto(lib, "ddp_free", st, P, P)
+        # device layer: device memory and copies (CUDA, or DDP_DEVICE_EMULATE=1)
+        self.device_kind = _proto(lib, "ddp_device_kind", I, P)
+        self.device_describe = _proto(lib, "ddp_device_describe", st, P, C, S)
+        self.device_malloc = _proto(lib, "ddp_device_malloc", st, P, S, PP)
+        self.device_free = _proto(lib, "ddp_device_free", st, P, P)
+        self.device_is_device_ptr = _proto(lib, "ddp_device_is_device_ptr", I, P, P)
+        self.memcpy_async = _proto(lib, "ddp_memcpy_async", st, P, P, P, S, P)
+        self.stream_synchronize = _proto(lib, "ddp_stream_synchronize", st, P, P)
         # sampler
         self.sampler_create = _proto(lib, "ddp_sampler_create", st, ctypes.POINTER(SamplerOpts), PP)
         self.sampler_destroy = _proto(lib, "ddp_sampler_destroy", st, PP)

@@ -93,8 +93,11 @@ class _Waiter:
             except BaseException as e:  # the future carries it to DDP's backward
                 fut.set_exception(e)
 
-    def submit(self, req, finish):
-        fut = torch.futures.Future()
+    def submit(self, req, finish, device):
+        # a CUDA bucket: the future records on its device's current stream when set, so
+        # DDP's later work is ordered after the collective (which the caller's stream waits for)
+        fut = torch.futures.Future(devices=[device]) if device.type == "cuda" else \
+            torch.futures.Future()
         self.q.put((req, fut, finish))
         return fut
 
@@ -107,13 +110,13 @@ _waiter = None
 _waiter_lock = threading.Lock()
 
 
-def _submit(req, finish):
+def _submit(req, finish, device):
     global _waiter
     with _waiter_lock:
         if _waiter is None:
             _waiter = _Waiter()
             mpiddp._exit_hooks.append(_stop_waiter)
-        return _waiter.submit(req, finish)
+        return _waiter.submit(req, finish, device)
 
 
 def _stop_waiter():
@@ -136,7 +139,7 @@ def allreduce_hook(state, bucket):
     """Averages the bucket in place with mpiddp's non-blocking allreduce (dtype kept)."""
     buf = bucket.buffer()
     req = _comm(state).iallreduce(buf, op="avg")
-    return _submit(req, lambda: buf)
+    return _submit(req, lambda: buf, buf.device)
 
 
 def _compress_hook(state, bucket, dtype):
@@ -147,7 +150,7 @@ def _compress_hook(state, bucket, dtype):
     def finish():
         buf.copy_(wire)
         return buf
-    return _submit(req, finish)
+    return _submit(req, finish, buf.device)
 
 
 def fp16_hook(state, bucket):

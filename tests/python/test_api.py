@@ -92,6 +92,12 @@ def main():
     c.raises(ValueError, "root out of range", comm.broadcast, np.zeros(4, np.float32), root=R)
     c.raises(ValueError, "allgather recv too small", comm.allgather, np.zeros(4), np.zeros(4 * R - 1))
     c.raises(ValueError, "out dtype", comm.allreduce, np.zeros(4), out=np.zeros(4, np.float32))
+    # device memory on a communicator without a device (no GPU, no DDP_DEVICE_EMULATE)
+    class OnDevice:
+        __cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (4096, False),
+                                    "version": 3}
+    c.raises(TypeError, "device buffer without a device", comm.allreduce, OnDevice())
+    c.raises(mpiddp.MpiddpError, "device_array without a device", comm.device_array, 4)
     # an error found by the C library comes back as MpiddpError with ddp_last_error()'s text
     big = np.zeros(16, np.float32)
     e = c.raises(mpiddp.MpiddpError, "partially overlapping send/recv", comm.allreduce, big[:8],
