@@ -413,6 +413,7 @@ struct trainer {
   int resumed;
   char resume_path[4200];
   uint64_t saved_step;
+  int saved_ok; /* rank 0: that save was written */
   int stop_sig; /* the signal the ranks agreed to stop on */
   double agree_s, ckpt_s; /* time in the step boundary's agreement, in writing checkpoints */
   uint64_t agree_n, ckpt_n;
@@ -990,13 +991,15 @@ static double evaluate(trainer_t *t) {
   return counts[1] ? (double)counts[0] / (double)counts[1] : 0.0;
 }
 
-/* Rank 0: the model, optimizer state, loss scaler and position `st` written atomically, to
- * --checkpoint FILE or as the next numbered checkpoint of --checkpoint-dir (then LATEST, then
- * pruning to --keep). A failed write is reported and training goes on (the previous checkpoint
- * stays intact). Returns 0 when written. */
+/* Every rank calls this; rank 0 writes the model, optimizer state, loss scaler and position
+ * `st` atomically, to --checkpoint FILE or as the next numbered checkpoint of --checkpoint-dir
+ * (then LATEST, then pruning to --keep). A failed write is reported and training goes on (the
+ * previous checkpoint stays intact). Returns 0 when written (rank 0), 0 on the other ranks. */
 static int save_checkpoint(trainer_t *t, uint64_t epoch, uint64_t step_in_epoch, double loss_sum,
                            uint64_t loss_steps) {
   const opts_t *o = &t->o;
+  t->saved_step = t->global_step; /* on every rank: this step's position has been saved */
+  if (t->rank != 0) return 0;
   ckpt_state_t st = {.nparams = (uint32_t)t->m.nparams, .world = t->size,
                      .batch = (uint64_t)o->batch, .seed = o->seed, .epoch = epoch,
                      .step_in_epoch = step_in_epoch, .global_step = t->global_step, .rng = t->rng,
@@ -1020,8 +1023,8 @@ static int save_checkpoint(trainer_t *t, uint64_t epoch, uint64_t step_in_epoch,
   if (rc != 0) fprintf(stderr, "ddp_train: checkpoint not written: %s\n", err);
   if (note[0]) fprintf(stderr, "ddp_train: checkpoint directory: %s\n", note);
   free(cb);
+  t->saved_ok = rc == 0;
   if (rc == 0) {
-    t->saved_step = t->global_step;
     t->ckpt_s += train_now() - t0;
     t->ckpt_n++;
   }
@@ -1071,20 +1074,16 @@ static int prepare_restarts(trainer_t *t) {
 /* The step boundary every rank passes: one allreduce of two doubles sums the ranks' losses
  * (so every rank accumulates the very same epoch loss, which a checkpoint then restores
  * exactly) and their stop flags (so every rank learns of a signal any rank got at the same
- * step, and none waits for one that already left). Returns the ranks' mean loss; *stop is
- * the lowest signal number any rank got (0: none). */
+ * step, and none waits for one that already left). A library collective, so the watchdog
+ * (DDP_TIMEOUT_S) also covers a rank that stops answering here. Returns the ranks' mean loss;
+ * *stop is the lowest signal number any rank got (0: none). */
 static double agree_step(trainer_t *t, double loss, int *stop) {
   double t0 = train_now();
   int sig = stop_signal;
-  double v[3] = {loss, sig ? 1.0 : 0.0, sig ? (double)sig : 0.0};
-  double r[3];
-  if (MPI_Allreduce(v, r, 2, MPI_DOUBLE, MPI_SUM, t->world) != MPI_SUCCESS) MPI_Abort(MPI_COMM_WORLD, 1);
-  r[2] = 0.0;
-  if (r[1] > 0.0) {
-    double mine = sig ? (double)sig : 1e9;
-    MPI_Allreduce(&mine, &r[2], 1, MPI_DOUBLE, MPI_MIN, t->world);
-  }
-  *stop = (int)r[2];
+  double v[2] = {loss, sig ? 1.0 : 0.0}, r[2], mine = sig ? (double)sig : 1e9, first = 0.0;
+  APP_CHECK(ddp_allreduce(t->comm, v, r, 2, DDP_F64, DDP_SUM, NULL));
+  if (r[1] > 0.0) APP_CHECK(ddp_allreduce(t->comm, &mine, &first, 1, DDP_F64, DDP_MIN, NULL));
+  *stop = (int)first;
   t->agree_s += train_now() - t0;
   t->agree_n++;
   return r[0] / (double)t->size;
@@ -1133,7 +1132,7 @@ static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) 
       /* Mid-epoch position: this epoch, s + 1 batches done; the loss sum (of the ranks'
        * means) is the same on every rank, so every rank resumes with the same value. */
       gpu_download(t, 1);
-      if (t->rank == 0) save_checkpoint(t, epoch, s + 1, loss_sum, loss_steps);
+      save_checkpoint(t, epoch, s + 1, loss_sum, loss_steps);
     }
     if (stop) {
       t->stop_sig = stop;
@@ -1151,9 +1150,9 @@ static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) 
   if (*stopped && t->stop_sig) {
     /* Every rank is here after the same step: rank 0 writes its position (unless the
      * --checkpoint-every save of this very step just did). */
+    int ok = t->saved_ok;
+    if (t->saved_step != t->global_step) ok = save_checkpoint(t, epoch, done, loss_sum, loss_steps) == 0;
     if (t->rank == 0) {
-      int ok = t->saved_step == t->global_step && t->saved_step > 0;
-      if (!ok) ok = save_checkpoint(t, epoch, done, loss_sum, loss_steps) == 0;
       printf("# stopped on %s after global step %llu (epoch %llu, step %llu): %s; exit status %d\n",
              t->stop_sig == SIGTERM ? "SIGTERM" : t->stop_sig == SIGUSR1 ? "SIGUSR1" : "a signal",
              (unsigned long long)t->global_step, (unsigned long long)epoch + 1,
@@ -1187,8 +1186,7 @@ static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) 
   }
   /* End-of-epoch checkpoint: position (next epoch, step 0). */
   if ((o->checkpoint || o->checkpoint_dir) &&
-      (!o->checkpoint_every || t->global_step % (uint64_t)o->checkpoint_every == 0) &&
-      t->rank == 0)
+      (!o->checkpoint_every || t->global_step % (uint64_t)o->checkpoint_every == 0))
     save_checkpoint(t, epoch + 1, 0, 0.0, 0);
   return 0;
 }
