@@ -198,7 +198,9 @@ linkdown)
     [ $rc -ne 0 ] || bad "the job exited 0"
     awk -v e="$elapsed" -v m=$((2 * timeout_s)) 'BEGIN { exit !(e > m) }' && bad "took $elapsed s (> 2 x DDP_TIMEOUT_S)"
     # Ranks 0 and 1 (h1) report; the peers they name must be ranks of h2 (2, 3), world ranks.
-    re="^h1:[0-9]+:[01] mpiddp ABORT: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=$timeout_s\\) waiting for collective #[0-9]+ allreduce \\(algo [a-z]+, [0-9]+ bytes, tag/bucket [0-9]+\\); peers that had not answered: "
+    # (The collective may be a reducer bucket or, tag/bucket -1, ddp_train's step-boundary
+    # ddp_allreduce of the loss and the stop flag.)
+    re="^h1:[0-9]+:[01] mpiddp ABORT: watchdog: timeout after [0-9.]+ s \\(DDP_TIMEOUT_S=$timeout_s\\) waiting for collective #[0-9]+ allreduce \\(algo [a-z]+, [0-9]+ bytes, tag/bucket -?[0-9]+\\); peers that had not answered: "
     grep -Eq "$re" job.out || bad "no watchdog report from a rank of h1"
     grep -E "$re" job.out | grep -Ev "${re}(2|3|2,3)( \\(stall inspector: .*)?$" && bad "a report names peers that are not ranks of h2"
   fi

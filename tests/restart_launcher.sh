@@ -30,7 +30,8 @@ case ${plan[n - 1]:-ok} in
   fail) exit 3 ;;
   ok) exit 0 ;;
   wait)
-    trap 'echo "stopping at a step" >>"$state/args"; exit 75' USR1 TERM
+    trap 'echo "stopping at a step (USR1)" >>"$state/args"; exit 75' USR1
+    trap 'echo "stopping at a step (TERM)" >>"$state/args"; exit 75' TERM
     touch "$state/started"
     for _ in $(seq 600); do sleep 0.1; done
     exit 4 ;;
@@ -47,14 +48,14 @@ case_dir() { # name plan -> fresh state folder
 
 # 1. Killed, failed, finished: two restarts, exit 0, --resume auto on every attempt, log lines.
 d=$(case_dir kill_fail_ok "kill fail ok")
-echo "ckpt-000120.ddp" >"$d/ck/LATEST"
+echo "ckpt-000000000120.ddp" >"$d/ck/LATEST"
 "$run" --max-restarts 3 --backoff 0 -- "$fake" "$d" --checkpoint-dir "$d/ck" 2>"$d/log"
 st=$?
 cat "$d/log"
 [ "$st" = 0 ] || fail "kill/fail/ok ended with $st, expected 0"
 [ "$(cat "$d/n")" = 3 ] || fail "kill/fail/ok ran $(cat "$d/n") attempts, expected 3"
 [ "$(grep -c -- '--resume auto$' "$d/args")" = 3 ] || fail "--resume auto not appended to every attempt"
-grep -q "attempt 1 ended with signal SIGKILL (status 137); restart 1 of 3 in 0 s, resuming from $d/ck/ckpt-000120.ddp" "$d/log" ||
+grep -q "attempt 1 ended with signal SIGKILL (status 137); restart 1 of 3 in 0 s, resuming from $d/ck/ckpt-000000000120.ddp" "$d/log" ||
   fail "no log line for the SIGKILL restart naming the checkpoint"
 grep -q "attempt 2 ended with exit status 3; restart 2 of 3" "$d/log" || fail "no log line for the failed attempt"
 grep -q "attempt 3 finished (restarts used: 2 of 3)" "$d/log" || fail "no final log line"
@@ -90,6 +91,17 @@ grep -q "stopping at a step" "$d/args" || fail "SIGUSR1 was not passed to the co
 [ "$(cat "$d/n")" = 1 ] || fail "SIGUSR1: the command ran $(cat "$d/n") times, expected once"
 grep -q "stopped on request with a checkpoint (exit status 75); resume from no checkpoint in $d/ck yet" "$d/log" ||
   fail "no log line for the stop on request"
+
+# 4b. SIGTERM to ddp_run reaches the command as SIGUSR1 (mpirun forwards USR1, not TERM).
+d=$(case_dir term "wait ok")
+"$run" --backoff 0 -- "$fake" "$d" 2>"$d/log" &
+pid=$!
+for _ in $(seq 100); do [ -e "$d/started" ] && break; sleep 0.1; done
+kill -TERM "$pid"
+wait "$pid"
+st=$?
+[ "$st" = 75 ] || fail "SIGTERM: ddp_run exited $st, expected 75"
+grep -q "stopping at a step (USR1)" "$d/args" || fail "SIGTERM was not passed on as SIGUSR1: $(cat "$d/args")"
 
 # 5. Back-off doubles (1 s then 2 s before restarts 1 and 2).
 d=$(case_dir backoff "fail fail ok")

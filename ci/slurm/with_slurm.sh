@@ -2,7 +2,9 @@
 # Runs a command inside a private single-node SLURM: munged, slurmctld and slurmd are started
 # as children of this script with their own key, config, sockets, ports and scratch folder,
 # and stopped by pid when the command ends (TERM, then KILL after 10 s). The command sees
-# SLURM_CONF (and MPIDDP_SLURM_SCRATCH); its exit status is this script's.
+# SLURM_CONF (and MPIDDP_SLURM_SCRATCH); its exit status is this script's. There is no
+# slurmdbd (accounting storage off); finished jobs are logged by jobcomp/filetxt to
+# log/jobcomp.txt, which `sacct -c` reads.
 #   ci/slurm/with_slurm.sh [--scratch DIR] [--keep] [--cluster] -- COMMAND [ARGS...]
 # --cluster: across the emulated hosts of ci/cluster/cluster.sh (MPIDDP_CLUSTER): slurmctld
 # and munged on h1, one slurmd per host (node name = its hostname), COMMAND runs on h1.
@@ -142,7 +144,8 @@ SelectTypeParameters=CR_Core
 MpiDefault=none
 PlugStackConfig=$scratch/plugstack.conf
 AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
+JobCompType=jobcomp/filetxt
+JobCompLoc=$scratch/log/jobcomp.txt
 MinJobAge=5
 ReturnToService=2
 SchedulerType=sched/backfill
