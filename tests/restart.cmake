@@ -31,11 +31,19 @@ endif()
 
 # apps/slurm/train_requeue.sbatch on the private SLURM (ci/slurm/with_slurm.sh; 77 without
 # slurm-wlm): stopped by SIGUSR1 to the batch shell, requeued, resumed, the same result.
+# restart_slurm_np2 runs ddp_run with mpirun inside the job, restart_slurm_srun_np2 with srun.
 if(TARGET ddp_train)
-  ddp_add_mpi_test(NAME restart_slurm_np2 LABELS restart slurm TIMEOUT 240 SKIP_CODE 77 RUN_SERIAL
-    COMMAND bash ${PROJECT_SOURCE_DIR}/ci/slurm/with_slurm.sh
-            --scratch ${CMAKE_CURRENT_BINARY_DIR}/slurm_tmp --
-            bash ${CMAKE_CURRENT_SOURCE_DIR}/restart_check.sh slurm 2 ${DDP_LAUNCH}
-            ${PROJECT_SOURCE_DIR}/apps/ddp_run $<TARGET_FILE:ddp_train>
-            ${CMAKE_CURRENT_BINARY_DIR}/restart_tmp/slurm_np2)
+  foreach(launcher mpirun srun)
+    set(name restart_slurm)
+    if(launcher STREQUAL "srun")
+      set(name restart_slurm_srun)
+    endif()
+    ddp_add_mpi_test(NAME ${name}_np2 LABELS restart slurm TIMEOUT 240 SKIP_CODE 77 RUN_SERIAL
+      ENV MPIDDP_LAUNCHER=${launcher}
+      COMMAND bash ${PROJECT_SOURCE_DIR}/ci/slurm/with_slurm.sh
+              --scratch ${CMAKE_CURRENT_BINARY_DIR}/${name}_tmp --
+              bash ${CMAKE_CURRENT_SOURCE_DIR}/restart_check.sh slurm 2 ${DDP_LAUNCH}
+              ${PROJECT_SOURCE_DIR}/apps/ddp_run $<TARGET_FILE:ddp_train>
+              ${CMAKE_CURRENT_BINARY_DIR}/restart_tmp/${name}_np2)
+  endforeach()
 endif()

@@ -303,11 +303,11 @@ slurm)
   reference
   k=$((30 + RANDOM % 60))
   sbatch --parsable --nodes=1 --ntasks="$np" --ntasks-per-node="$np" --time=00:05:00 --chdir="$src" --output="$PWD/job.out" \
-    --export="ALL,MPIDDP_BUILD=$build,MPIDDP_RUN_FLAGS=--max-restarts 0" \
+    --export="ALL,MPIDDP_BUILD=$build,MPIDDP_RUN_FLAGS=--max-restarts 0,MPIDDP_LAUNCHER=${MPIDDP_LAUNCHER:-mpirun}" \
     "$src/apps/slurm/train_requeue.sbatch" "${cfg[@]}" --checkpoint-dir "$PWD/ck" --checkpoint-every 10 \
     --metrics "$PWD/run.csv" --log-steps "$PWD/steps.log" >sbatch.out 2>&1 || { bad "sbatch: $(cat sbatch.out)"; finish; }
   job=$(head -n 1 sbatch.out | cut -d';' -f1)
-  say "job $job submitted; SIGUSR1 to its batch shell at step $k"
+  say "job $job submitted (launcher ${MPIDDP_LAUNCHER:-mpirun}); SIGUSR1 to its batch shell at step $k"
   for _ in $(seq 1 6000); do
     last=$(tail -n 1 steps.log 2>/dev/null | cut -d' ' -f1)
     [ -n "$last" ] && [ "$last" -ge "$k" ] && break
