@@ -1149,7 +1149,7 @@ static double evaluate(trainer_t *t) {
   train_model_t *m = &t->m;
   uint64_t lo = t->n_test * (uint64_t)t->rank / (uint64_t)t->size;
   uint64_t hi = t->n_test * (uint64_t)(t->rank + 1) / (uint64_t)t->size;
-  uint64_t counts[2] = {0, hi - lo};
+  int64_t counts[2] = {0, (int64_t)(hi - lo)};
   int bad = 0;
   for (uint64_t i = lo; i < hi && !bad;) {
     int b = 0;
@@ -1158,7 +1158,8 @@ static double evaluate(trainer_t *t) {
                             &t->ybuf[b]) != DDP_OK;
     if (!bad) counts[0] += tm_count_correct(m, t->xbuf, t->ybuf, b);
   }
-  if (bad || MPI_Allreduce(MPI_IN_PLACE, counts, 2, MPI_UINT64_T, MPI_SUM, t->world) != MPI_SUCCESS) {
+  /* a library collective: the watchdog (DDP_TIMEOUT_S) also covers a rank lost here */
+  if (bad || ddp_allreduce(t->comm, DDP_IN_PLACE, counts, 2, DDP_I64, DDP_SUM, NULL) != DDP_OK) {
     fprintf(stderr, "ddp_train: evaluation failed: %s\n", ddp_last_error());
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
@@ -1404,8 +1405,8 @@ static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) 
     return 0;
   }
   double epoch_loss = loss_steps ? loss_sum / (double)loss_steps : 0.0;
-  uint64_t gsamples = 0;
-  MPI_Allreduce(&samples, &gsamples, 1, MPI_UINT64_T, MPI_SUM, t->world);
+  int64_t lsamples = (int64_t)samples, gsamples = 0; /* watchdog-covered, as evaluate() */
+  APP_CHECK(ddp_allreduce(t->comm, &lsamples, &gsamples, 1, DDP_I64, DDP_SUM, NULL));
   *acc = evaluate(t);
   double t_epoch = train_now() - t0;
   double sps = t_train > 0 ? (double)gsamples / t_train : 0.0;
