@@ -457,9 +457,11 @@ struct trainer {
   uint64_t agree_n, ckpt_n;
 };
 
-/* The optimizer's state (momentum buffers, NULL for plain SGD), as the checkpoint and the GPU
- * model read and write it. */
+#if DDP_TRAIN_GPU
+/* The optimizer's state (momentum buffers, NULL for plain SGD), as the GPU model reads and
+ * writes it (checkpoints take gather_state's block). */
 static float **opt_state(trainer_t *t) { return (float **)train_optim_state(t->opt); }
+#endif
 
 /* The optimizer options of the run (--optim, --momentum, --wd). */
 static void optim_opts(const opts_t *o, train_optim_opts_t *oo) {
