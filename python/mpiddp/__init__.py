@@ -556,47 +556,41 @@ class Comm:
         return self._post("ddp_ibroadcast", (b, opts), _lib_().ibroadcast, self._handle(), b.ptr,
                           b.count, b.dtype, root, _byref(opts))
 
-    def _args_gather(self, send, recv):
-        """allgather: recv (size * len(send) elements) is written, send only read."""
+    def _args_blocks(self, send, recv, gather):
+        """allgather (gather=True: recv holds size * len(send)) or reduce-scatter (send holds
+        size * len(recv)): recv is written, send only read."""
         s = self._buf(send, "send", writable=False)
         r = self._buf(recv, "recv")
-        if r.dtype != s.dtype or r.count != s.count * self.size:
-            raise ValueError("recv: %d elements of dtype %d, expected size*%d = %d of dtype %d"
-                             % (r.count, r.dtype, s.count, s.count * self.size, s.dtype))
+        small, big, name = (s, r, "recv") if gather else (r, s, "send")
+        if r.dtype != s.dtype or big.count != small.count * self.size:
+            raise ValueError("%s: %d elements of dtype %d, expected size*%d = %d of dtype %d"
+                             % (name, big.count, big.dtype, small.count, small.count * self.size,
+                                small.dtype))
         return s, r, _opts((s, r))
 
     def allgather(self, send, recv):
         """recv (size * len(send) elements) gets every rank's `send`, in rank order."""
-        s, r, opts = self._args_gather(send, recv)
+        s, r, opts = self._args_blocks(send, recv, True)
         _check("ddp_allgather", _lib_().allgather(self._handle(), s.ptr, r.ptr, s.count, s.dtype,
                                                   _byref(opts)))
         return recv
 
     def iallgather(self, send, recv):
-        s, r, opts = self._args_gather(send, recv)
+        s, r, opts = self._args_blocks(send, recv, True)
         return self._post("ddp_iallgather", (s, r, opts), _lib_().iallgather, self._handle(),
                           s.ptr, r.ptr, s.count, s.dtype, _byref(opts))
-
-    def _args_scatter(self, send, recv):
-        """reduce-scatter: recv (len(send) / size elements) is written, send only read."""
-        s = self._buf(send, "send", writable=False)
-        r = self._buf(recv, "recv")
-        if r.dtype != s.dtype or s.count != r.count * self.size:
-            raise ValueError("send: %d elements of dtype %d, expected size*%d = %d of dtype %d"
-                             % (s.count, s.dtype, r.count, r.count * self.size, r.dtype))
-        return s, r, _opts((s, r))
 
     def reduce_scatter(self, send, recv, op="sum"):
         """recv (len(send) / size elements) gets this rank's block of the reduction."""
         _op(op)
-        s, r, opts = self._args_scatter(send, recv)
+        s, r, opts = self._args_blocks(send, recv, False)
         _check("ddp_reduce_scatter", _lib_().reduce_scatter(self._handle(), s.ptr, r.ptr, r.count,
                                                             r.dtype, _op(op), _byref(opts)))
         return recv
 
     def ireduce_scatter(self, send, recv, op="sum"):
         _op(op)
-        s, r, opts = self._args_scatter(send, recv)
+        s, r, opts = self._args_blocks(send, recv, False)
         return self._post("ddp_ireduce_scatter", (s, r, opts), _lib_().ireduce_scatter,
                           self._handle(), s.ptr, r.ptr, r.count, r.dtype, _op(op), _byref(opts))
 
