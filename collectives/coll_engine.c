@@ -433,9 +433,12 @@ static ddp_status_t reduce_scatter_post(ddp_comm_t *comm, const void *send, void
   DDP_CHECK_ARG(recv_count == 0 || send != NULL, "send is NULL with recv_count %zu (use DDP_IN_PLACE)",
                 recv_count);
   if (send == DDP_IN_PLACE) send = recv;
-  DDP_CHECK_ARG(send == recv || !overlap(send, bytes * (size_t)c->size, recv, bytes),
+  /* In place, NCCL's form: recv is this rank's block of send (no buffer besides the input). */
+  const void *own = (const char *)send + (size_t)c->rank * bytes;
+  DDP_CHECK_ARG(send == recv || recv == own || !overlap(send, bytes * (size_t)c->size, recv, bytes),
                 "send %p and recv %p overlap partially: use DDP_IN_PLACE (input in recv, "
-                "size*recv_count elements; result in its first recv_count)", send, recv);
+                "size*recv_count elements; result in its first recv_count) or recv = send + "
+                "rank*recv_count elements (%p: result in this rank's block)", send, recv, own);
   struct ddp_request rr, *r = &rr;
   init_request(c, DDP__COLL_REDUCE_SCATTER, opts, r);
   r->send = send;

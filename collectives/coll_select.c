@@ -185,7 +185,35 @@ ddp_status_t ddp__coll_exec(ddp__ctx_t *x, const ddp__call_t *call) {
     case DDP__COLL_REDUCE_SCATTER: {
       if (n == 0) return DDP_OK;
       ddp_op_t op = call->op == DDP_AVG ? DDP_SUM : call->op;
-      if (xp->reduce_scatter) {
+      /* Both in-place forms, told apart only off rank 0 (there they coincide), so every rank
+       * takes the same path for them: MPI's (send == recv, result in the first block) and
+       * NCCL's (recv = send + rank*n, result in this rank's block). */
+      char *own = (char *)call->send + (size_t)x->rank * bytes;
+      int inplace = call->send == call->recv || call->recv == own;
+      if (inplace && want != DDP_ALGO_MPI) {
+        /* The ring's reduce-scatter on the input itself, the chunks rotated so that rank r
+         * ends with block r (the ring leaves chunk r+1 on rank r); its scratch is two 256 KB
+         * segments, never a full-size copy. */
+        x->desc.algo = "ring";
+        if (x->size > 1) {
+          ddp__parts_t pt;
+          DDP_TRY(ddp__parts_init(&pt, x->size, "reduce_scatter"));
+          for (int k = 0; k < x->size; k++) {
+            pt.offs[k] = (size_t)((k + x->size - 1) % x->size) * n;
+            pt.lens[k] = n;
+          }
+          ddp_status_t st = ddp__ring_reduce_scatter(x, (void *)call->send, pt.offs, pt.lens,
+                                                     call->dtype, op);
+          ddp__parts_free(&pt);
+          DDP_TRY(st);
+        }
+        DDP_TRY(xp->copy(x, call->recv, own, bytes));
+      } else if (inplace && xp->reduce_scatter) {
+        /* The transport's own (MPI's) in-place form leaves the result in the first block. */
+        x->desc.algo = "mpi";
+        DDP_TRY(xp->reduce_scatter(x, call->send, (void *)call->send, n, call->dtype, op));
+        DDP_TRY(xp->copy(x, call->recv, call->send, bytes));
+      } else if (xp->reduce_scatter) {
         x->desc.algo = "mpi";
         DDP_TRY(xp->reduce_scatter(x, call->send, call->recv, n, call->dtype, op));
       } else {

@@ -31,7 +31,9 @@ DDP_API ddp_status_t ddp_coll_opts_default(ddp_coll_opts_t *opts);
  * for allgather `send_count` is each rank's contribution (recv holds size*send_count).
  * In place: allreduce: send = DDP_IN_PLACE or send == recv; allgather: send = DDP_IN_PLACE (or
  * recv + rank*send_count) with this rank's block already in place; reduce-scatter: send =
- * DDP_IN_PLACE (or recv), input in recv (size*recv_count), result in its first recv_count.
+ * DDP_IN_PLACE (or recv), input in recv (size*recv_count), result in its first recv_count
+ * (MPI's form), or recv = send + rank*recv_count (NCCL's form: the result lands in this rank's
+ * own block of the input, and no buffer besides the input is needed; ZeRO's buckets use it).
  * Partially overlapping buffers are DDP_EINVAL. f16/bf16 are reduced in f32 and rounded to
  * nearest-even; avg is a sum divided on every rank, and all ranks end with the same bits.
  * Collectives run in posting order: every rank must post them in the same order. */

@@ -57,16 +57,23 @@ static void test_reduce_scatter(ddp_comm_t *comm) {
   for (size_t c = 0; c < 4; c++)
     for (size_t d = 0; d < sizeof coll_dtypes / sizeof coll_dtypes[0]; d++)
       for (size_t k = 0; k < sizeof coll_ops / sizeof coll_ops[0]; k++)
-        for (int ip = 0; ip < 2; ip++) {
+        for (int ip = 0; ip < 5; ip++) {
+          /* ip 0: out of place; 1: DDP_IN_PLACE (MPI's form, result in the first block);
+           * 2-4: recv = send + rank*n (NCCL's form, result in this rank's block) with algo
+           * auto, ring and mpi (the MPI library's in-place collective, then moved). */
           ddp_dtype_t dt = coll_dtypes[d];
           ddp_op_t op = coll_ops[k];
           size_t n = counts[c], p = (size_t)size_, es = ddp_dtype_size(dt);
           char *s = malloc(n * p * es + 8), *r = malloc(n * p * es + 8);
           coll_fill(s, dt, n * p, rank_, op);
-          if (ip) memcpy(r, s, n * p * es);
-          CHECK_OK(ddp_reduce_scatter(comm, ip ? DDP_IN_PLACE : s, r, n, dt, op, NULL));
+          if (ip == 1) memcpy(r, s, n * p * es);
+          ddp_coll_opts_t o;
+          CHECK_OK(ddp_coll_opts_default(&o));
+          o.algo = ip == 3 ? DDP_ALGO_RING : ip == 4 ? DDP_ALGO_MPI : DDP_ALGO_AUTO;
+          char *res = ip >= 2 ? s + (size_t)rank_ * n * es : r;
+          CHECK_OK(ddp_reduce_scatter(comm, ip == 1 ? DDP_IN_PLACE : s, res, n, dt, op, &o));
           /* Element i of this rank's block is element rank*n + i of the full reduction. */
-          size_t bad = coll_verify_at(r, dt, n, (size_t)rank_ * n, size_, op, "reduce_scatter");
+          size_t bad = coll_verify_at(res, dt, n, (size_t)rank_ * n, size_, op, "reduce_scatter");
           CHECK(bad == 0, "reduce_scatter %s %s n=%zu inplace %d: %zu wrong", ddp_dtype_name(dt),
                 ddp_op_name(op), n, ip, bad);
           free(s);
@@ -217,6 +224,10 @@ static void test_bad_inputs(ddp_comm_t *comm) {
   CHECK_ST(ddp_allgather(comm, in, out, 2, (ddp_dtype_t)-3, NULL), DDP_EINVAL);
   CHECK_ST(ddp_reduce_scatter(comm, in, out, 1, DDP_F32, (ddp_op_t)5, NULL), DDP_EINVAL);
   CHECK_ST(ddp_reduce_scatter(comm, NULL, out, 1, DDP_F32, DDP_SUM, NULL), DDP_EINVAL);
+  /* recv inside send (2*size <= 8 floats) but neither its start nor this rank's block. */
+  CHECK_ST(ddp_reduce_scatter(comm, out, out + 1, 2, DDP_F32, DDP_SUM, NULL), DDP_EINVAL);
+  CHECK_MSG("rank*recv_count");
+  CHECK(out[0] == 42.0f && out[7] == 42.0f, "a refused reduce_scatter wrote its buffers");
   CHECK_ST(ddp_allreduce(NULL, in, out, 8, DDP_F32, DDP_SUM, NULL), DDP_EINVAL);
   CHECK_MSG("comm");
   CHECK_ST(ddp_coll_opts_default(NULL), DDP_EINVAL);

@@ -153,17 +153,19 @@ static void test_others(const char *tp, ddp_stream_t *s) {
     CHECK_OK(ddp_device_free(comm, dr));
     if (!inplace) CHECK_OK(ddp_device_free(comm, ds));
   }
-  /* reduce-scatter (sum), out of place and in place */
-  for (int inplace = 0; inplace < 2; inplace++) {
+  /* reduce-scatter (sum): out of place, in place (DDP_IN_PLACE, result in the first block),
+   * in place in this rank's own block (recv = send + rank*n) */
+  for (int inplace = 0; inplace < 3; inplace++) {
     size_t tot = n * (size_t)size;
-    int32_t *ds = dev_alloc(tot * 4), *dr = inplace ? ds : dev_alloc(n * 4);
+    int32_t *ds = dev_alloc(tot * 4);
+    int32_t *dr = inplace == 2 ? ds + (size_t)rank * n : inplace ? ds : dev_alloc(n * 4);
     for (size_t i = 0; i < tot; i++) h[i] = (int32_t)((int)i % 1000 + rank);
     CHECK_OK(ddp_memcpy_async(comm, ds, h, tot * 4, s));
     ddp_coll_opts_t o;
     ddp_coll_opts_default(&o);
     o.mem = DDP_MEM_CUDA;
     o.stream = s;
-    CHECK_OK(ddp_reduce_scatter(comm, inplace ? DDP_IN_PLACE : ds, dr, n, DDP_I32, DDP_SUM, &o));
+    CHECK_OK(ddp_reduce_scatter(comm, inplace == 1 ? DDP_IN_PLACE : ds, dr, n, DDP_I32, DDP_SUM, &o));
     CHECK_OK(ddp_memcpy_async(comm, h, dr, n * 4, s));
     CHECK_OK(ddp_stream_synchronize(comm, s));
     int wrong = 0;
@@ -172,7 +174,8 @@ static void test_others(const char *tp, ddp_stream_t *s) {
       int32_t want = (int32_t)(size * ((int)g % 1000) + size * (size - 1) / 2);
       wrong += h[i] != want;
     }
-    CHECK(wrong == 0, "[%s] reduce_scatter %s: %d wrong", tp, inplace ? "in place" : "out of place", wrong);
+    CHECK(wrong == 0, "[%s] reduce_scatter %s: %d wrong", tp,
+          inplace == 2 ? "in own block" : inplace ? "in place" : "out of place", wrong);
     CHECK_OK(ddp_device_free(comm, ds));
     if (!inplace) CHECK_OK(ddp_device_free(comm, dr));
   }

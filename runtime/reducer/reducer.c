@@ -105,8 +105,6 @@ static ddp_status_t buckets_alloc(ddp_reducer_t *r, const ddp__rlayout_t *l, ddp
       size_t n = (size_t)r->c->size, es = ddp_dtype_size(b->dtype);
       b->shard = (b->count + n - 1) / n;
       alloc = b->shard * n * es;
-      b->sbuf = malloc(b->shard * es);
-      if (!b->sbuf) st = ddp__error(DDP_ENOMEM, "reducer: out of memory for a %zu-byte shard", b->shard * es);
     }
     if (st == DDP_OK) st = ddp__rbuf_alloc(r->comm, r->c, b->mem, alloc, 1, r->stream, &b->buf);
     if (st == DDP_OK && r->hook != DDP_HOOK_NONE && b->dtype == DDP_F32) {
@@ -118,7 +116,6 @@ static ddp_status_t buckets_alloc(ddp_reducer_t *r, const ddp__rlayout_t *l, ddp
     for (size_t j = l->nb; j-- > 0;) {
       ddp__rbuf_free(r->comm, &bs[j].half);
       ddp__rbuf_free(r->comm, &bs[j].buf);
-      free(bs[j].sbuf);
     }
     free(bs);
     return st;
@@ -132,7 +129,6 @@ static void buckets_free(ddp_reducer_t *r, ddp__rbucket_t *bs, size_t nb) {
   for (size_t j = nb; j-- > 0;) {
     ddp__rbuf_free(r->comm, &bs[j].half);
     ddp__rbuf_free(r->comm, &bs[j].buf);
-    free(bs[j].sbuf);
   }
   free(bs);
 }
@@ -256,9 +252,11 @@ static ddp_status_t launch(ddp_reducer_t *r, size_t j) {
     /* ZeRO-1: each rank gets the average of its own block. The first iteration is allreduced
      * instead, so the rebuild that follows it can move complete gradients to the new buckets. */
     o.algo = DDP_ALGO_AUTO; /* opts.algo names an allreduce algorithm */
-    st = ddp_ireduce_scatter(r->comm, b->buf.ptr, b->sbuf, b->shard, b->dtype,
-                             r->predivided ? DDP_SUM : DDP_AVG, &o, &b->req);
-    b->scattered = (st == DDP_OK);
+    /* In place: the result lands in this rank's block of the bucket (its views), and no
+     * shard-sized buffer is needed besides the bucket. */
+    size_t es = ddp_dtype_size(b->dtype);
+    st = ddp_ireduce_scatter(r->comm, b->buf.ptr, (char *)b->buf.ptr + (size_t)r->c->rank * b->shard * es,
+                             b->shard, b->dtype, r->predivided ? DDP_SUM : DDP_AVG, &o, &b->req);
   } else {
     st = ddp_iallreduce(r->comm, DDP_IN_PLACE, b->buf.ptr, b->count, b->dtype,
                         r->predivided ? DDP_SUM : DDP_AVG, &o, &b->req);
@@ -427,14 +425,6 @@ ddp_status_t ddp_reducer_finish(ddp_reducer_t *r) {
     note_done(r, j, wst, ddp__now());
   }
   r->next_done = r->next_launch;
-  /* ZeRO-1: this rank's averaged block goes back to its place in the bucket (its views). */
-  for (size_t j = 0; j < r->lay.nb; j++) {
-    ddp__rbucket_t *b = &r->b[j];
-    if (!b->scattered) continue;
-    size_t es = ddp_dtype_size(b->dtype);
-    memcpy((char *)b->buf.ptr + (size_t)r->c->rank * b->shard * es, b->sbuf, b->shard * es);
-    b->scattered = 0;
-  }
   double t_end = ddp__now();
   for (size_t j = 0; j < r->lay.nb; j++) {
     ddp__rbucket_t *b = &r->b[j];

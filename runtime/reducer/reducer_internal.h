@@ -79,10 +79,8 @@ typedef struct ddp__rbucket {
   size_t pending;    /* parameters not ready yet this iteration */
   ddp_request_t *req;
   size_t shard;      /* sharded mode: elements per rank (count rounded up to the world size) */
-  void *sbuf;        /* sharded mode: this rank's reduce-scatter result (shard elements) */
   ddp_request_t *agreq; /* sharded mode: the parameter allgather in flight */
   int ag_pending;    /* allgather posted, parameters not yet copied out */
-  int scattered;     /* this iteration's reduce-scatter result is in sbuf */
   int done;
   double t_launch, t_done;
 } ddp__rbucket_t;
