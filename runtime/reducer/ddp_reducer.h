@@ -55,6 +55,8 @@ typedef struct ddp_reducer_opts {
                              application updates those elements only (its optimizer state is
                              kept for them only) and ddp_reducer_allgather_params brings every
                              rank the updated parameters. Host parameters, views on, no hook.
+                             No memory besides the buckets: each is reduce-scattered in place
+                             into this rank's block of it.
                              2 (ZeRO-2): as 1, and once ddp_reducer_param_wait has copied a
                              bucket's gathered parameters out, the whole memory pages of the
                              bucket outside this rank's block are given back to the system
