@@ -111,6 +111,9 @@ static int run_allreduce(ddp_test_t *t) {
           if (!full && c >= 7 &&
               !(coll_dtypes[d] == DDP_F32 && (coll_ops[k] == DDP_SUM || coll_ops[k] == DDP_AVG)))
             continue;
+          /* full: 4M (the largest count, 3/4 of the time) on every dtype with sum and on f32
+           * with every op; 1000003, past every chunk and segment boundary, on every pair. */
+          if (full && c == 8 && coll_dtypes[d] != DDP_F32 && coll_ops[k] != DDP_SUM) continue;
           for (int ip = 0; ip < 2; ip++)
             run_case(comm, algo, coll_dtypes[d], coll_ops[k], counts[c], ip, sbuf, rbuf);
         }
