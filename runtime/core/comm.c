@@ -89,7 +89,8 @@ static ddp_status_t build_topology(ddp__comm_t *c) {
 
 /* Can the node's ranks map each other's memory? Tried once with a tiny window. */
 static void probe_shm(ddp__comm_t *c) {
-  if (DDP_SIMULATED) { /* see ddp_internal.h: SMPI's shared windows are not per rank */
+  if (DDP_SIMULATED || !c->cfg.shm) { /* DDP_SHM=0; SMPI's shared windows are not per rank
+                                       * (ddp_internal.h) */
     c->shm_ok = 0;
     return;
   }
