@@ -89,8 +89,15 @@ static ddp_status_t build_topology(ddp__comm_t *c) {
 
 /* Can the node's ranks map each other's memory? Tried once with a tiny window. */
 static void probe_shm(ddp__comm_t *c) {
-  if (DDP_SIMULATED || !c->cfg.shm) { /* DDP_SHM=0; SMPI's shared windows are not per rank
-                                       * (ddp_internal.h) */
+  if (DDP_SIMULATED) { /* see ddp_internal.h: SMPI's shared windows are not per rank */
+    c->shm_ok = 0;
+    return;
+  }
+  /* DDP_SHM=0 on any rank of the node: nobody tries a window (collective over the node; ranks
+   * that disagree are told at init by the guard, ddp__guard_comm_init). */
+  int want = c->cfg.shm, all_want = 0;
+  MPI_Allreduce(&want, &all_want, 1, MPI_INT, MPI_MIN, c->node);
+  if (!all_want) {
     c->shm_ok = 0;
     return;
   }
