@@ -184,6 +184,21 @@ DDP_HIDDEN ddp_status_t ddp__rhd_reduce_scatter(ddp__ctx_t *x, void *buf, size_t
                                                 ddp_dtype_t dtype, ddp_op_t op, ddp__rhd_t *f);
 DDP_HIDDEN ddp_status_t ddp__rhd_allgather(ddp__ctx_t *x, void *buf, size_t count,
                                            ddp_dtype_t dtype, ddp__rhd_t *f);
+/* The same levels one at a time, for a group whose size is a power of two (no fold), so a
+ * caller can keep levels of several pieces in flight at once (hier's pipeline):
+ * ddp__rhd_begin starts a halving of `count` elements; while (1 << f->lvl) < f->pof2,
+ * ddp__rhd_halve_post posts one level's exchange (q: 2 requests; the partner's half arrives in
+ * tmp, at least (count+1)/2 elements) and, once q is waited for, ddp__rhd_halve_done reduces it
+ * and moves on. Then, while f->lvl > 0, ddp__rhd_double_post / ddp__rhd_double_done retrace
+ * the levels (allgather). */
+DDP_HIDDEN void ddp__rhd_begin(ddp__rhd_t *f, int rank, int size, size_t count);
+DDP_HIDDEN ddp_status_t ddp__rhd_halve_post(ddp__ctx_t *x, char *buf, size_t es,
+                                            const ddp__rhd_t *f, void *tmp, ddp__xreq_t q[2]);
+DDP_HIDDEN ddp_status_t ddp__rhd_halve_done(ddp__ctx_t *x, char *buf, ddp_dtype_t dtype,
+                                            ddp_op_t op, ddp__rhd_t *f, const void *tmp);
+DDP_HIDDEN ddp_status_t ddp__rhd_double_post(ddp__ctx_t *x, char *buf, size_t es,
+                                             const ddp__rhd_t *f, ddp__xreq_t q[2]);
+DDP_HIDDEN void ddp__rhd_double_done(ddp__rhd_t *f);
 
 /* Broadcast, allgather and reduce-scatter over point-to-point, for transports without their
  * own (algorithms/bcast_tree.c, allgather_ring.c, reduce_scatter_allreduce.c). allgather_ring

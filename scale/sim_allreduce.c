@@ -58,6 +58,12 @@ int main(int argc, char **argv) {
     size_t count = bytes / sizeof(float);
     if (count < 1) continue;
     float *buf = check ? malloc(count * sizeof(float)) : SMPI_SHARED_MALLOC(count * sizeof(float));
+    /* SMPI's own algorithms get a separate (shared) send buffer, not MPI_IN_PLACE: for in place
+     * SMPI copies the vector into a private, zero-filled temporary first (smpi_pmpi_coll.cpp,
+     * 3.32), real memory that 256 ranks x 64 MB cannot afford. Out of place, SMPI skips the
+     * copies of messages from shared buffers, so rab_rdb's own temporary is never written.
+     * The algorithms see the same arguments either way (in place, they get the copy). */
+    float *sendbuf = check ? NULL : SMPI_SHARED_MALLOC(count * sizeof(float));
     for (int a = 0; a < na; a++) {
       double t[100];
       ddp_coll_opts_t o;
@@ -77,7 +83,8 @@ int main(int argc, char **argv) {
           for (size_t k = 0; k < count; k++) buf[k] = (float)((info.rank + 1) * (int)(k % 7));
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
-        int st = smpi ? MPI_Allreduce(MPI_IN_PLACE, buf, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD)
+        int st = smpi ? MPI_Allreduce(check ? MPI_IN_PLACE : sendbuf, buf, (int)count, MPI_FLOAT,
+                                      MPI_SUM, MPI_COMM_WORLD)
                       : ddp_allreduce(comm, DDP_IN_PLACE, buf, count, DDP_F32, DDP_SUM, &o);
         double dt = MPI_Wtime() - t0;
         if (st != 0) bad++;
@@ -104,7 +111,10 @@ int main(int argc, char **argv) {
       fflush(stdout);
     }
     if (check) free(buf);
-    else SMPI_SHARED_FREE(buf);
+    else {
+      SMPI_SHARED_FREE(buf);
+      SMPI_SHARED_FREE(sendbuf);
+    }
   }
   ddp_finalize(&comm);
   return failures ? 1 : 0;

@@ -19,6 +19,14 @@ ddp_add_mpi_test(NAME coll_allreduce_hier_vnodes PROGRAM coll_allreduce NP 4 ARG
   LABELS quick TIMEOUT 120 ENV DDP_RANKS_PER_NODE=2)
 ddp_add_mpi_test(NAME coll_allreduce_hier_vnodes PROGRAM coll_allreduce NP 3 ARGS hier,shm,auto quick host
   LABELS quick TIMEOUT 120 ENV DDP_RANKS_PER_NODE=2)
+# hier's point-to-point node path (DDP_SHM=0: no node-shared memory), virtual nodes of 2:
+# unpipelined (the default 16 MB chunks exceed the quick counts), and pipelined in 16-byte
+# chunks (DDP_HIER_PIPELINE=16: up to 8 chunks even at 1031 elements; counts below
+# chunks x ranks get fewer chunks), every dtype/op, odd counts, in and out of place.
+ddp_add_mpi_test(NAME coll_allreduce_hier_p2p PROGRAM coll_allreduce NP 4 ARGS hier,auto,shm quick host
+  LABELS quick TIMEOUT 120 ENV DDP_RANKS_PER_NODE=2 DDP_SHM=0)
+ddp_add_mpi_test(NAME coll_allreduce_hier_pipe PROGRAM coll_allreduce NP 4 8 ARGS hier quick host
+  LABELS quick TIMEOUT 120 ENV DDP_RANKS_PER_NODE=2 DDP_SHM=0 DDP_HIER_PIPELINE=16)
 # DDP_ALLREDUCE_ALGO forcing: auto runs as the forced algorithm; an inapplicable one is refused
 # with the usable names; an unknown one fails ddp_init with the valid names.
 ddp_add_mpi_test(NAME coll_allreduce_forced_ring PROGRAM coll_allreduce NP 3 ARGS auto quick host

@@ -62,16 +62,39 @@ static int run_adopt(ddp_test_t *t) {
   bad_env("DDP_TIMEOUT_S", "nan", "seconds");
   bad_env("DDP_ON_TIMEOUT", "ignore", "abort or return");
   bad_env("DDP_CHECK", "yes please", "0 or 1");
+  bad_env("DDP_SHM", "sometimes", "0 or 1");
+  bad_env("DDP_HIER_PIPELINE", "2G", "up to 1G");
+  bad_env("DDP_HIER_PIPELINE", "-1", "chunk size");
   /* Good values are accepted. */
   setenv("DDP_STAGING_CHUNK", "8M", 1);
   setenv("DDP_TIMEOUT_S", "2.5", 1);
   setenv("DDP_TRANSPORT", "staged", 1);
+  setenv("DDP_SHM", "0", 1);
+  setenv("DDP_HIER_PIPELINE", "0", 1);
   ddp_comm_t *ok = NULL;
   CHECK_OK(ddp_comm_create(MPI_COMM_WORLD, &ok));
+  ddp_comm_info_t oki;
+  CHECK_OK(ddp_comm_info(ok, &oki));
+  CHECK(!oki.shm, "DDP_SHM=0: the communicator still reports node-shared memory");
   CHECK_OK(ddp_comm_destroy(&ok));
   unsetenv("DDP_STAGING_CHUNK");
   unsetenv("DDP_TIMEOUT_S");
   unsetenv("DDP_TRANSPORT");
+  unsetenv("DDP_SHM");
+  unsetenv("DDP_HIER_PIPELINE");
+  /* Values hier's ranks must share: a rank with another one is an init error on every rank. */
+  if (ws > 1) {
+    const char *vars[2] = {"DDP_SHM", "DDP_HIER_PIPELINE"}, *vals[2][2] = {{"0", "1"}, {"1M", "2M"}};
+    for (int i = 0; i < 2; i++) {
+      setenv(vars[i], vals[i][wr == 0], 1);
+      ddp_comm_t *c = NULL;
+      CHECK_ST(ddp_comm_create(MPI_COMM_WORLD, &c), DDP_ECONFIG);
+      CHECK_MSG(vars[i]);
+      CHECK_MSG("differs across ranks");
+      CHECK(c == NULL, "ddp_comm_create wrote its output on error");
+      unsetenv(vars[i]);
+    }
+  }
 
   /* NULL / invalid arguments to every runtime function: DDP_EINVAL naming the argument. */
   ddp_comm_t *c2 = NULL;

@@ -354,7 +354,7 @@ static void test_bad_args(void) {
   ddp_reducer_opts_t o;
   CHECK_ST(ddp_reducer_opts_default(NULL), DDP_EINVAL);
   CHECK_OK(ddp_reducer_opts_default(&o));
-  CHECK(o.bucket_cap_mb == 25.0 && o.first_bucket_mb == 1.0 && o.grad_as_bucket_view == 1 &&
+  CHECK(o.bucket_cap_mb == 10.0 && o.first_bucket_mb == 1.0 && o.grad_as_bucket_view == 1 &&
         o.broadcast_params == 1 && o.hook == DDP_HOOK_NONE, "defaults");
   CHECK_ST(ddp_reducer_create(NULL, &p, 1, NULL, &r), DDP_EINVAL);
   CHECK_MSG("comm");

@@ -5,7 +5,7 @@
 #                                  simulation driver scale/sim_allreduce only)
 #   scale_check.sh run SRC DIR     64 simulated ranks (8 nodes of 8 on the 100 Gb/s fat tree):
 #                                  every algorithm's result checked exactly at one size with
-#                                  private buffers, then `auto` against SMPI's rab_rdb, ompi,
+#                                  private buffers (hier also pipelined), then `auto` against SMPI's rab_rdb, ompi,
 #                                  mpich, lr and smp_rsag at 4 KB, 256 KB and 16 MB: fails if
 #                                  auto is more than 1.1x the best of them
 # Exits 77 (ctest: skipped) where smpicc is missing.
@@ -31,6 +31,9 @@ run)
   # Private buffers and an exact check: ring, rhd, hier (its point-to-point node path), auto and
   # mpi (SMPI's default MPI_Allreduce) at an odd size.
   "${run[@]}" "$driver" -a ring,rhd,hier,auto,mpi -s 1000012 -r 1 -c | tee "$out/all.jsonl"
+  # hier's pipelined path (docs/scale.md), forced with 64 KB chunks: 8 chunks of 1 MB, checked.
+  DDP_HIER_PIPELINE=64K "${run[@]}" "$driver" -a hier -s 1000012 -r 1 -c |
+    sed 's/"algo":"hier"/"algo":"hier-pipelined"/' | tee -a "$out/all.jsonl"
   sizes=4096,262144,16777216
   "${run[@]}" --cfg=smpi/auto-shared-malloc-thresh:65536 "$driver" -a auto -s $sizes -r 1 >>"$out/all.jsonl"
   for a in rab_rdb ompi mpich lr smp_rsag; do

@@ -18,16 +18,6 @@
 
 static int real_rank(const ddp__rhd_t *f, int nr) { return nr < f->rem ? nr * 2 + 1 : nr + f->rem; }
 
-static ddp_status_t exchange(ddp__ctx_t *x, const void *sb, size_t sbytes, void *rb,
-                             size_t rbytes, int peer, int tag) {
-  ddp__xreq_t q[2];
-  ddp__xreq_init(&q[0]);
-  ddp__xreq_init(&q[1]);
-  DDP_TRY(x->xp->irecv(x, rb, rbytes, peer, tag, &q[0]));
-  DDP_TRY(x->xp->isend(x, sb, sbytes, peer, tag, &q[1]));
-  return x->xp->wait(x, 2, q);
-}
-
 static ddp_status_t send_only(ddp__ctx_t *x, const void *b, size_t bytes, int peer, int tag) {
   ddp__xreq_t q;
   DDP_TRY(x->xp->isend(x, b, bytes, peer, tag, &q));
@@ -78,37 +68,95 @@ static ddp_status_t unfold(ddp__ctx_t *x, char *buf, size_t bytes, const ddp__rh
 /* Recursive halving, nearest partner first (as MPICH's Rabenseifner): the largest exchange
  * (half the vector) stays between neighbouring ranks, usually on one node, and only the small
  * late pieces cross the network. The lower partner keeps the lower half. Ranges per level are
- * remembered for the allgather that retraces them. */
+ * remembered for the allgather that retraces them. One level is a step: post the exchange,
+ * wait, finish it (ddp__rhd_halve_post/_done), so hier can run levels of several pieces at
+ * once. */
+static void halve_ranges(const ddp__rhd_t *f, int *peer, size_t *klo, size_t *khi, size_t *slo,
+                         size_t *shi) {
+  int pn = f->newrank ^ (1 << f->lvl);
+  size_t lo = f->lo, hi = f->hi, mid = lo + (hi - lo) / 2;
+  *peer = real_rank(f, pn);
+  if (f->newrank < pn) *klo = lo, *khi = mid, *slo = mid, *shi = hi;
+  else *klo = mid, *khi = hi, *slo = lo, *shi = mid;
+}
+
+static ddp_status_t post_exchange(ddp__ctx_t *x, const void *sb, size_t sbytes, void *rb,
+                                  size_t rbytes, int peer, int tag, ddp__xreq_t q[2]) {
+  ddp__xreq_init(&q[0]);
+  ddp__xreq_init(&q[1]);
+  DDP_TRY(x->xp->irecv(x, rb, rbytes, peer, tag, &q[0]));
+  return x->xp->isend(x, sb, sbytes, peer, tag, &q[1]);
+}
+
+static ddp_status_t exchange(ddp__ctx_t *x, const void *sb, size_t sbytes, void *rb,
+                             size_t rbytes, int peer, int tag) {
+  ddp__xreq_t q[2];
+  DDP_TRY(post_exchange(x, sb, sbytes, rb, rbytes, peer, tag, q));
+  return x->xp->wait(x, 2, q);
+}
+
+void ddp__rhd_begin(ddp__rhd_t *f, int rank, int size, size_t count) {
+  f->pof2 = size, f->rem = 0, f->newrank = rank;
+  f->lo = 0, f->hi = count, f->lvl = 0;
+}
+
+ddp_status_t ddp__rhd_halve_post(ddp__ctx_t *x, char *buf, size_t es, const ddp__rhd_t *f,
+                                 void *tmp, ddp__xreq_t q[2]) {
+  int peer;
+  size_t klo, khi, slo, shi; /* kept, sent */
+  halve_ranges(f, &peer, &klo, &khi, &slo, &shi);
+  return post_exchange(x, buf + slo * es, (shi - slo) * es, tmp, (khi - klo) * es, peer, TAG_RS,
+                       q);
+}
+
+ddp_status_t ddp__rhd_halve_done(ddp__ctx_t *x, char *buf, ddp_dtype_t dtype, ddp_op_t op,
+                                 ddp__rhd_t *f, const void *tmp) {
+  int peer;
+  size_t klo, khi, slo, shi;
+  halve_ranges(f, &peer, &klo, &khi, &slo, &shi);
+  DDP_TRY(x->xp->reduce(x, buf + klo * ddp_dtype_size(dtype), tmp, khi - klo, dtype, op));
+  f->los[f->lvl] = f->lo, f->his[f->lvl] = f->hi;
+  f->lo = klo, f->hi = khi;
+  f->lvl++;
+  return DDP_OK;
+}
+
 static ddp_status_t halving(ddp__ctx_t *x, char *buf, size_t count, ddp_dtype_t dtype,
                             ddp_op_t op, ddp__rhd_t *f, char *tmp) {
   size_t es = ddp_dtype_size(dtype);
   f->lo = 0, f->hi = count, f->lvl = 0;
-  for (int mask = 1; mask < f->pof2; mask <<= 1, f->lvl++) {
-    int pn = f->newrank ^ mask, peer = real_rank(f, pn);
-    size_t lo = f->lo, hi = f->hi, mid = lo + (hi - lo) / 2;
-    size_t klo, khi, slo, shi; /* kept, sent */
-    if (f->newrank < pn) klo = lo, khi = mid, slo = mid, shi = hi;
-    else klo = mid, khi = hi, slo = lo, shi = mid;
-    DDP_TRY(exchange(x, buf + slo * es, (shi - slo) * es, tmp, (khi - klo) * es, peer, TAG_RS));
-    DDP_TRY(x->xp->reduce(x, buf + klo * es, tmp, khi - klo, dtype, op));
-    f->los[f->lvl] = lo, f->his[f->lvl] = hi;
-    f->lo = klo, f->hi = khi;
+  while ((1 << f->lvl) < f->pof2) {
+    ddp__xreq_t q[2];
+    DDP_TRY(ddp__rhd_halve_post(x, buf, es, f, tmp, q));
+    DDP_TRY(x->xp->wait(x, 2, q));
+    DDP_TRY(ddp__rhd_halve_done(x, buf, dtype, op, f, tmp));
   }
   return DDP_OK;
 }
 
 /* Recursive doubling allgather: retrace the levels (farthest partner first, smallest pieces;
  * the last, largest exchange is with the nearest partner again). */
+ddp_status_t ddp__rhd_double_post(ddp__ctx_t *x, char *buf, size_t es, const ddp__rhd_t *f,
+                                  ddp__xreq_t q[2]) {
+  int l = f->lvl - 1, pn = f->newrank ^ (1 << l), peer = real_rank(f, pn);
+  size_t plo = f->los[l], phi = f->his[l], mid = plo + (phi - plo) / 2;
+  int kept_lower = f->newrank < pn;
+  size_t olo = kept_lower ? mid : plo, ohi = kept_lower ? phi : mid; /* partner's part */
+  return post_exchange(x, buf + f->lo * es, (f->hi - f->lo) * es, buf + olo * es,
+                       (ohi - olo) * es, peer, TAG_AG, q);
+}
+
+void ddp__rhd_double_done(ddp__rhd_t *f) {
+  f->lvl--;
+  f->lo = f->los[f->lvl], f->hi = f->his[f->lvl];
+}
+
 static ddp_status_t doubling(ddp__ctx_t *x, char *buf, size_t es, ddp__rhd_t *f) {
-  for (int mask = f->pof2 >> 1; mask > 0; mask >>= 1) {
-    f->lvl--;
-    int pn = f->newrank ^ mask, peer = real_rank(f, pn);
-    size_t plo = f->los[f->lvl], phi = f->his[f->lvl], mid = plo + (phi - plo) / 2;
-    int kept_lower = f->newrank < pn;
-    size_t olo = kept_lower ? mid : plo, ohi = kept_lower ? phi : mid; /* partner's part */
-    DDP_TRY(exchange(x, buf + f->lo * es, (f->hi - f->lo) * es, buf + olo * es, (ohi - olo) * es,
-                     peer, TAG_AG));
-    f->lo = plo, f->hi = phi;
+  while (f->lvl > 0) {
+    ddp__xreq_t q[2];
+    DDP_TRY(ddp__rhd_double_post(x, buf, es, f, q));
+    DDP_TRY(x->xp->wait(x, 2, q));
+    ddp__rhd_double_done(f);
   }
   return DDP_OK;
 }

@@ -93,6 +93,14 @@ static void probe_shm(ddp__comm_t *c) {
     c->shm_ok = 0;
     return;
   }
+  /* DDP_SHM=0 on any rank of the node: nobody tries a window (collective over the node; ranks
+   * that disagree are told at init by the guard, ddp__guard_comm_init). */
+  int want = c->cfg.shm, all_want = 0;
+  MPI_Allreduce(&want, &all_want, 1, MPI_INT, MPI_MIN, c->node);
+  if (!all_want) {
+    c->shm_ok = 0;
+    return;
+  }
   MPI_Win win = MPI_WIN_NULL;
   void *base = NULL;
   int ok = MPI_Win_allocate_shared(64, 1, MPI_INFO_NULL, c->node, &base, &win) == MPI_SUCCESS;

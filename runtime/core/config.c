@@ -18,7 +18,7 @@ static const char *const ddp__known_vars[] = {
     "DDP_DEVICE",         "DDP_CUDA_AWARE",   "DDP_ALLREDUCE_ALGO", "DDP_DEVICE_EMULATE",
     "DDP_STAGING_CHUNK",  "DDP_STAGING_DEPTH", "DDP_TRANSPORT",   "DDP_TIMEOUT_S",
     "DDP_ON_TIMEOUT",     "DDP_CHECK",        "DDP_REQUIRE_GPU",  "DDP_WORLD_SIZE",
-    NULL};
+    "DDP_SHM",            "DDP_HIER_PIPELINE", NULL};
 
 void ddp__config_defaults(ddp__config_t *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -33,6 +33,8 @@ void ddp__config_defaults(ddp__config_t *cfg) {
   cfg->timeout_s = 600.0;
   cfg->on_timeout_return = 0;
   cfg->check = 0;
+  cfg->shm = 1;
+  cfg->hier_pipeline = (size_t)16 << 20;
 }
 
 static ddp_status_t bad(const char *name, const char *value, const char *allowed) {
@@ -159,6 +161,15 @@ ddp_status_t ddp__config_load(ddp__config_t *cfg, ddp__getenv_fn get, void *ctx)
   if ((v = get("DDP_CHECK", ctx)) != NULL) {
     if (!parse_bool(v, &c.check)) return bad("DDP_CHECK", v, "0 or 1");
   }
+  if ((v = get("DDP_SHM", ctx)) != NULL) {
+    if (!parse_bool(v, &c.shm)) return bad("DDP_SHM", v, "0 or 1");
+  }
+  if ((v = get("DDP_HIER_PIPELINE", ctx)) != NULL) {
+    size_t sz = 0;
+    if (ddp__parse_size(v, &sz) != DDP_OK || sz > ((size_t)1 << 30))
+      return bad("DDP_HIER_PIPELINE", v, "0 (off) or a chunk size up to 1G, e.g. 16M");
+    c.hier_pipeline = sz;
+  }
   if ((v = get("DDP_WORLD_SIZE", ctx)) != NULL) {
     if (!parse_long(v, 1, INT_MAX, &l)) return bad("DDP_WORLD_SIZE", v, "a rank count >= 1");
     c.world_size = (int)l;
@@ -210,12 +221,12 @@ void ddp__config_format(const ddp__config_t *c, char *buf, size_t bytes) {
            "DDP_DEBUG=%s DDP_DEBUG_FILE=%s DDP_TIMELINE=%s DDP_RANKS_PER_NODE=%d DDP_DEVICE=%d "
            "DDP_CUDA_AWARE=%d DDP_ALLREDUCE_ALGO=%s DDP_DEVICE_EMULATE=%d DDP_STAGING_CHUNK=%zu "
            "DDP_STAGING_DEPTH=%d DDP_TRANSPORT=%s DDP_TIMEOUT_S=%g DDP_ON_TIMEOUT=%s DDP_CHECK=%d "
-           "DDP_REQUIRE_GPU=%d DDP_WORLD_SIZE=%d",
+           "DDP_REQUIRE_GPU=%d DDP_WORLD_SIZE=%d DDP_SHM=%d DDP_HIER_PIPELINE=%zu",
            levels[c->debug], c->debug_file[0] ? c->debug_file : "(stderr)",
            c->timeline[0] ? c->timeline : "(off)", c->ranks_per_node, c->device, c->cuda_aware,
            ddp_algo_name(c->allreduce_algo), c->device_emulate, c->staging_chunk, c->staging_depth,
            ddp_transport_name(c->transport), c->timeout_s, c->on_timeout_return ? "return" : "abort",
-           c->check, c->require_gpu, c->world_size);
+           c->check, c->require_gpu, c->world_size, c->shm, c->hier_pipeline);
 }
 
 void ddp__config_unknown(char *buf, size_t bytes) {

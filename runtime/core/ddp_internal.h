@@ -56,6 +56,8 @@ typedef struct ddp__config {
   int on_timeout_return;       /* DDP_ON_TIMEOUT=abort|return */
   int check;                   /* DDP_CHECK 0|1 */
   int world_size;              /* DDP_WORLD_SIZE: the launcher's rank count, 0 = unchecked */
+  int shm;                     /* DDP_SHM 0|1 (default 1): 0 = never node-shared memory */
+  size_t hier_pipeline;        /* DDP_HIER_PIPELINE bytes per pipelined hier chunk, 0 = off */
 } ddp__config_t;
 
 /* Looks up a variable; returns NULL when unset. */

@@ -25,7 +25,7 @@ typedef struct ddp_param {
 typedef enum ddp_hook { DDP_HOOK_NONE = 0, DDP_HOOK_FP16, DDP_HOOK_BF16 } ddp_hook_t;
 
 typedef struct ddp_reducer_opts {
-  double bucket_cap_mb;   /* default 25 */
+  double bucket_cap_mb;   /* default 10 */
   double first_bucket_mb; /* default 1 */
   int grad_as_bucket_view;/* default 1 */
   int find_unused;        /* default 0 */
