@@ -511,7 +511,7 @@ int main(int argc, char **argv) {
   b.nsizes = 5;
   /* The loss carries 1/world (predivided) by default: the same averaged gradients without a
    * division pass over the buckets; --no-predivide makes the reducer divide instead. */
-  cfg_t base = {"ddp", 25.0, 1.0, DDP_ALGO_AUTO, 1, 1, 1, DDP_HOOK_NONE, 0};
+  cfg_t base = {"ddp", 10.0, 1.0, DDP_ALGO_AUTO, 1, 1, 1, DDP_HOOK_NONE, 0};
   const char *json = NULL;
   int sweep = 0, bad = 0, zeros[3] = {0, 0, 0}, nzero = 0;
   for (int i = 1; i < argc; i++) {
@@ -631,8 +631,8 @@ int main(int argc, char **argv) {
     cfgs[ncfg++] = c;
     c = base, c.views = 0, snprintf(c.label, sizeof c.label, "views off");
     cfgs[ncfg++] = c;
-    double caps[] = {1.0, 5.0, 100.0};
-    for (int k = 0; k < 3; k++) {
+    double caps[] = {1.0, 5.0, 25.0, 100.0}; /* 25: PyTorch's default cap */
+    for (int k = 0; k < 4; k++) {
       c = base, c.cap_mb = caps[k];
       snprintf(c.label, sizeof c.label, "cap %g MB", caps[k]);
       cfgs[ncfg++] = c;

@@ -93,7 +93,7 @@ static void usage(FILE *f) {
           "  --model mlp|cnn          MLP 784-512-256-10 or conv5x5(16)-pool-conv5x5(32)-pool-fc\n"
           "  --seed N                 parameter init and data-order seed (default 0)\n"
           "  --algo NAME              allreduce algorithm of the reducer (auto, mpi, ring, ...)\n"
-          "  --bucket-cap-mb X        reducer bucket cap (default 25)\n"
+          "  --bucket-cap-mb X        reducer bucket cap (default 10)\n"
           "  --hook none|fp16|bf16    gradient compression on the wire (default none)\n"
           "  --sync reducer|mpi       gradient exchange: the bucketed reducer (default) or one\n"
           "                           MPI_Allreduce of all gradients after backward (baseline)\n"
@@ -173,7 +173,7 @@ static int parse_double(const char *flag, const char *v, double lo, double hi, d
 /* Returns 0 ok, 1 help printed, -1 error. */
 static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
   *o = (opts_t){.epochs = 10, .batch = 64, .lr = -1.0, .momentum = 0.9, .wd = -1.0,
-                .warmup = -1, .model = "mlp", .seed = 0, .algo = NULL, .bucket_cap_mb = 25.0,
+                .warmup = -1, .model = "mlp", .seed = 0, .algo = NULL, .bucket_cap_mb = 10.0,
                 .hook = DDP_HOOK_NONE, .data = NULL, .threads = 1, .sync = SYNC_REDUCER, .progress = -1, .loss_scale = 65536.0};
   o->keep = 2;
   for (int i = 1; i < argc; i++) {
