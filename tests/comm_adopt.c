@@ -84,8 +84,9 @@ static int run_adopt(ddp_test_t *t) {
   unsetenv("DDP_HIER_PIPELINE");
   /* Values hier's ranks must share: a rank with another one is an init error on every rank. */
   if (ws > 1) {
-    const char *vars[2] = {"DDP_SHM", "DDP_HIER_PIPELINE"}, *vals[2][2] = {{"0", "1"}, {"1M", "2M"}};
-    for (int i = 0; i < 2; i++) {
+    const char *vars[3] = {"DDP_SHM", "DDP_HIER_PIPELINE", "DDP_ALLREDUCE_ALGO"};
+    const char *vals[3][2] = {{"0", "1"}, {"1M", "2M"}, {"ring", "rhd"}};
+    for (int i = 0; i < 3; i++) {
       setenv(vars[i], vals[i][wr == 0], 1);
       ddp_comm_t *c = NULL;
       CHECK_ST(ddp_comm_create(MPI_COMM_WORLD, &c), DDP_ECONFIG);

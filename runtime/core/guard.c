@@ -73,18 +73,26 @@ ddp_status_t ddp__guard_comm_init(ddp__comm_t *c) {
   c->guard = NULL;
   /* DDP_CHECK must agree: a rank exchanging fingerprints with ranks that do not would hang.
    * So must DDP_SHM and DDP_HIER_PIPELINE: hier's ranks must all take the same path and cut
-   * the vector into the same chunks. Every rank reaches this hook, so one small allreduce
-   * (maxima of each value and of its negation) settles them. */
-  static const char *const names[3] = {"DDP_CHECK", "DDP_SHM", "DDP_HIER_PIPELINE"};
-  long long mine[3] = {c->cfg.check ? 1 : 0, c->cfg.shm ? 1 : 0, (long long)c->cfg.hier_pipeline};
-  long long v[6], r[6];
-  for (int i = 0; i < 3; i++) v[2 * i] = mine[i], v[2 * i + 1] = -mine[i];
-  DDP_MPI(MPI_Allreduce(v, r, 6, MPI_LONG_LONG, MPI_MAX, c->world));
-  for (int i = 0; i < 3; i++)
-    if (r[2 * i] != -r[2 * i + 1])
-      return ddp__error(DDP_ECONFIG, "%s differs across ranks (this rank has %s=%lld): "
+   * the vector into the same chunks; and DDP_ALLREDUCE_ALGO: ranks forced into different
+   * algorithms exchange messages nobody matches. Every rank reaches this hook, so one small
+   * allreduce (maxima of each value and of its negation) settles them. */
+  enum { NV = 4 };
+  static const char *const names[NV] = {"DDP_CHECK", "DDP_SHM", "DDP_HIER_PIPELINE",
+                                        "DDP_ALLREDUCE_ALGO"};
+  long long mine[NV] = {c->cfg.check ? 1 : 0, c->cfg.shm ? 1 : 0, (long long)c->cfg.hier_pipeline,
+                        (long long)c->cfg.allreduce_algo};
+  long long v[2 * NV], r[2 * NV];
+  for (int i = 0; i < NV; i++) v[2 * i] = mine[i], v[2 * i + 1] = -mine[i];
+  DDP_MPI(MPI_Allreduce(v, r, 2 * NV, MPI_LONG_LONG, MPI_MAX, c->world));
+  for (int i = 0; i < NV; i++)
+    if (r[2 * i] != -r[2 * i + 1]) {
+      char val[32];
+      if (i == NV - 1) snprintf(val, sizeof val, "%s", ddp_algo_name(c->cfg.allreduce_algo));
+      else snprintf(val, sizeof val, "%lld", mine[i]);
+      return ddp__error(DDP_ECONFIG, "%s differs across ranks (this rank has %s=%s): "
                                      "set it to the same value on every rank",
-                        names[i], names[i], mine[i]);
+                        names[i], names[i], val);
+    }
   struct ddp__guard *g = calloc(1, sizeof *g);
   if (!g) return ddp__error(DDP_ENOMEM, "guard: out of memory");
   g->fpcomm = MPI_COMM_NULL;
