@@ -170,6 +170,17 @@ static int parse_double(const char *flag, const char *v, double lo, double hi, d
   return 0;
 }
 
+/* An option's text value (a file, a folder, a name): only its presence is checked here. */
+static int parse_str(const char *flag, const char *v, const char *what, const char **out,
+                     int quiet) {
+  if (!v) {
+    PERR("ddp_train: %s needs %s\n", flag, what);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
 /* Returns 0 ok, 1 help printed, -1 error. */
 static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
   *o = (opts_t){.epochs = 10, .batch = 64, .lr = -1.0, .momentum = 0.9, .wd = -1.0,
@@ -222,11 +233,8 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
       if (parse_long(a, v, 0, LONG_MAX, &x, quiet)) return -1;
       o->seed = (uint64_t)x, i++;
     } else if (FLAG("--algo")) {
-      if (!v) {
-        PERR("ddp_train: --algo needs a name\n");
-        return -1;
-      }
-      o->algo = v, i++;
+      if (parse_str(a, v, "a name", &o->algo, quiet)) return -1;
+      i++;
     } else if (FLAG("--bucket-cap-mb")) {
       if (parse_double(a, v, 0.001, 65536.0, &d, quiet)) return -1;
       o->bucket_cap_mb = d, i++;
@@ -272,43 +280,28 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
       }
       i++;
     } else if (FLAG("--data")) {
-      if (!v) {
-        PERR("ddp_train: --data needs a folder\n");
-        return -1;
-      }
-      o->data = v, i++;
+      if (parse_str(a, v, "a folder", &o->data, quiet)) return -1;
+      i++;
     } else if (FLAG("--metrics")) {
-      if (!v) {
-        PERR("ddp_train: --metrics needs a file\n");
-        return -1;
-      }
-      o->metrics = v, i++;
+      if (parse_str(a, v, "a file", &o->metrics, quiet)) return -1;
+      i++;
     } else if (FLAG("--checkpoint-activations")) {
       o->checkpoint_activations = 1;
     } else if (FLAG("--threads")) {
       if (parse_long(a, v, 1, 1024, &x, quiet)) return -1;
       o->threads = (int)x, i++;
     } else if (FLAG("--checkpoint")) {
-      if (!v) {
-        PERR("ddp_train: --checkpoint needs a file\n");
-        return -1;
-      }
-      o->checkpoint = v, i++;
+      if (parse_str(a, v, "a file", &o->checkpoint, quiet)) return -1;
+      i++;
     } else if (FLAG("--checkpoint-every")) {
       if (parse_long(a, v, 1, LONG_MAX, &x, quiet)) return -1;
       o->checkpoint_every = x, i++;
     } else if (FLAG("--resume")) {
-      if (!v) {
-        PERR("ddp_train: --resume needs a file\n");
-        return -1;
-      }
-      o->resume = v, i++;
+      if (parse_str(a, v, "a file", &o->resume, quiet)) return -1;
+      i++;
     } else if (FLAG("--checkpoint-dir")) {
-      if (!v) {
-        PERR("ddp_train: --checkpoint-dir needs a folder\n");
-        return -1;
-      }
-      o->checkpoint_dir = v, i++;
+      if (parse_str(a, v, "a folder", &o->checkpoint_dir, quiet)) return -1;
+      i++;
     } else if (FLAG("--keep")) {
       if (parse_long(a, v, 1, 1000000, &x, quiet)) return -1;
       o->keep = x, i++;
@@ -322,11 +315,8 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
       if (parse_long(a, v, 1, LONG_MAX, &x, quiet)) return -1;
       o->stop_after = x, i++;
     } else if (FLAG("--log-steps")) {
-      if (!v) {
-        PERR("ddp_train: --log-steps needs a file\n");
-        return -1;
-      }
-      o->log_steps = v, i++;
+      if (parse_str(a, v, "a file", &o->log_steps, quiet)) return -1;
+      i++;
     } else if (FLAG("--no-progress")) {
       o->progress = 0;
     } else if (FLAG("--progress")) {
