@@ -130,7 +130,7 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$sock
+AuthInfo=socket=$sock,cred_expire=15
 StateSaveLocation=$scratch/state
 SlurmdSpoolDir=$scratch/spool/%n
 SlurmctldPidFile=$scratch/run/slurmctld.pid
