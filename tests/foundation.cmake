@@ -20,3 +20,15 @@ ddp_add_mpi_test(NAME comm_busy PROGRAM comm_busy NP 1 3 LABELS quick)
 # upward include and a planted upward call.
 ddp_add_mpi_test(NAME check_layers LABELS quick COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_layers.sh
   ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} ${CMAKE_C_COMPILER})
+
+# The docs' measured results: every bench/results/*.md page is what render.py makes of its JSON
+# (so a table cannot drift from its data), and every relative link and #anchor of README.md,
+# docs/*.md and bench/results/*.md resolves. Python standard library only, well under a second.
+find_program(DDP_DOCS_PYTHON3 NAMES python3)
+if(NOT DDP_DOCS_PYTHON3)
+  set(DDP_DOCS_PYTHON3 python3)
+endif()
+ddp_add_mpi_test(NAME bench_results_rendered LABELS quick TIMEOUT 30 COMMAND ${DDP_DOCS_PYTHON3}
+  ${PROJECT_SOURCE_DIR}/bench/results/render.py --check)
+ddp_add_mpi_test(NAME docs_links LABELS quick TIMEOUT 30 COMMAND ${DDP_DOCS_PYTHON3}
+  ${PROJECT_SOURCE_DIR}/docs/check_links.py ${PROJECT_SOURCE_DIR})
