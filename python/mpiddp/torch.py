@@ -23,8 +23,9 @@ import torch
 import torch.distributed as dist
 
 import mpiddp
+from mpiddp import _hooks
 
-__all__ = ["init_process_group", "allreduce_hook", "fp16_hook", "bf16_hook"]
+__all__ = ["init_process_group", "allreduce_hook", "fp16_hook", "bf16_hook", "COMM_HOOKS"]
 
 
 def _free_port(addr):
@@ -142,8 +143,9 @@ def allreduce_hook(state, bucket):
     return _submit(req, lambda: buf, buf.device)
 
 
-def _compress_hook(state, bucket, dtype):
+def _compress_hook(state, bucket, hook):
     buf = bucket.buffer()
+    dtype = getattr(torch, _hooks.wire_dtype(hook))
     wire = buf.to(dtype)
     req = _comm(state).iallreduce(wire, op="avg")
 
@@ -156,10 +158,16 @@ def _compress_hook(state, bucket, dtype):
 def fp16_hook(state, bucket):
     """Like allreduce_hook with the bucket sent as float16 (half the bytes; mpiddp reduces
     f16 in f32 and rounds once per step); the result is written back in the bucket's dtype."""
-    return _compress_hook(state, bucket, torch.float16)
+    return _compress_hook(state, bucket, _hooks.FP16)
 
 
 def bf16_hook(state, bucket):
     """As fp16_hook with bfloat16 (f32's range, 8 bits of mantissa). Not named
     bf16_compress_hook: DDP refuses a hook of that name without CUDA 11 and NCCL 2.10."""
-    return _compress_hook(state, bucket, torch.bfloat16)
+    return _compress_hook(state, bucket, _hooks.BF16)
+
+
+# The comm hooks by name: "allreduce" (the bucket's dtype) and the compressing ones under the
+# library's hook names (mpiddp._hooks).
+COMM_HOOKS = {"allreduce": allreduce_hook, _hooks.hook_name(_hooks.FP16): fp16_hook,
+              _hooks.hook_name(_hooks.BF16): bf16_hook}
