@@ -2,6 +2,8 @@
 the Request of a non-blocking one. Comm (_comm.py) inherits them; every buffer goes through
 _buffers.buffer() before its pointer reaches C."""
 import ctypes
+import queue
+import threading
 
 from . import _lib
 from ._buffers import _byref, _op, _opts, buffer
@@ -40,6 +42,40 @@ class Request:
     def _done(self):
         self._comm._pending.discard(self)
         self._keep = None
+
+
+class Waiter:
+    """One thread completing futures (anything with set_result / set_exception: the DDP
+    hooks' and the torch backend's torch.futures.Future) in posting order, which is the order
+    the collectives of one communicator complete in: put(requests, future, finish) waits for
+    the requests (Request.wait drops the GIL) and sets future to finish()'s value, or to the
+    exception."""
+
+    def __init__(self, name):
+        self.q = queue.Queue()
+        self.t = threading.Thread(target=self._run, name=name, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        while True:
+            item = self.q.get()
+            if item is None:
+                return
+            reqs, fut, finish = item
+            try:
+                for r in reqs:
+                    r.wait()
+                fut.set_result(finish())
+            except BaseException as e:  # the future carries it to whoever waits on it
+                fut.set_exception(e)
+
+    def put(self, reqs, fut, finish):
+        self.q.put((reqs, fut, finish))
+        return fut
+
+    def stop(self):
+        self.q.put(None)
+        self.t.join()
 
 
 class Collectives:
