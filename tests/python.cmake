@@ -25,6 +25,10 @@ foreach(np 1 2)
     ARGS ${DDP_PY_DIR}/test_device.py ${np} LABELS python device TIMEOUT 60
     ENV ${DDP_PY_ENV} DDP_DEVICE_EMULATE=1 SKIP_CODE 0)
 endforeach()
+# FSDP on the backend against gloo: needs a torch whose FSDP runs on the CPU (2.x; skips, 77,
+# on Debian's 1.13, whose FSDP does not import under Python 3.11)
+ddp_add_mpi_test(NAME python_fsdp PROGRAM ddp_python NP 2 ARGS ${DDP_PY_DIR}/test_fsdp.py 2
+  LABELS python TIMEOUT 180 ENV ${DDP_PY_ENV} SKIP_CODE 77)
 # the backend losing a rank mid-collective: frozen (SIGSTOP: only the watchdog can end the
 # job) and killed (SIGKILL: mpirun or the watchdog); tests/robust_run.sh checks the ending
 # (named here: robust.cmake, which also sets it, is read after this file)
