@@ -12,7 +12,7 @@ from ddptest import need_torch
 torch = need_torch()
 import torch.distributed as dist  # noqa: E402
 
-import mpiddp.torch  # noqa: E402
+import mpiddp.torch  # noqa: E402,F401  (registers the backend)
 
 
 def main():
