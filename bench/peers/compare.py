@@ -96,11 +96,11 @@ def ddp_hook(out):
     if not j:
         print("# PyTorch DDP with the mpiddp hook: input missing, skipped")
         return 0
-    print("# PyTorch DDP on W-DDP: gloo vs mpiddp.torch.allreduce_hook, one job per np "
-          "(torch_ddp_hook.py; efficiency = np=1 step / this step)")
-    print("#%3s %-17s %9s %10s %10s" % ("np", "comm", "step_ms", "samples/s", "efficiency"))
+    print("# PyTorch DDP on W-DDP: gloo vs mpiddp.torch.allreduce_hook and the mpiddp backend, "
+          "one job per np (torch_ddp_hook.py; efficiency = np=1 step / this step)")
+    print("#%3s %-22s %9s %10s %10s" % ("np", "comm", "step_ms", "samples/s", "efficiency"))
     for r in j["runs"]:
-        print(" %3d %-17s %9.2f %10.0f %10.3f" % (r["np"], r["comm"], r["step_ms"],
+        print(" %3d %-22s %9.2f %10.0f %10.3f" % (r["np"], r["comm"], r["step_ms"],
                                                   r["samples_per_s"], r["efficiency"]))
     return 0
 

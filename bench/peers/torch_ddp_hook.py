@@ -8,7 +8,8 @@ the model without DDP ("compute": every rank computing at once, the bound of any
 a machine whose ranks share cores or memory bandwidth), under DDP with gloo, and under DDP with
 mpiddp.torch.allreduce_hook, each with DDP's default buckets and with
 gradient_as_bucket_view=True ("view": no copy of the gradients into and out of the buckets),
-timed in alternating blocks so all see the same machine. Prints the table and the scaling
+and under DDP on the torch.distributed backend "mpiddp" (no hook, DDP's defaults), timed in
+alternating blocks so all see the same machine. Prints the table and the scaling
 efficiency step(np=1) / step(np=N) of each; -J writes JSON.
 
     /usr/bin/python3 bench/peers/torch_ddp_hook.py --np 2 --steps 30 -J torch_ddp_hook.json
@@ -28,8 +29,15 @@ LAUNCH = os.path.join(HERE, "..", "..", "tools", "mpilaunch")
 
 # np=N configurations: (gradient exchange, DDP's gradient_as_bucket_view). "compute" is no DDP
 # at all with every rank computing at once: the bound of any exchange on this machine.
+# "mpiddp backend": DDP on a process group of the torch.distributed backend "mpiddp"
+# (dist.new_group(backend="mpiddp")), no hook, DDP's arguments left alone (the backend then
+# makes gradient_as_bucket_view True); "no view": gradient_as_bucket_view=False passed.
 CONFIGS = {"compute": (None, False), "gloo": ("gloo", False), "gloo view": ("gloo", True),
-           "mpiddp hook": ("mpiddp", False), "mpiddp hook view": ("mpiddp", True)}
+           "mpiddp hook": ("mpiddp", False), "mpiddp hook view": ("mpiddp", True),
+           "mpiddp backend": ("backend", None), "mpiddp backend no view": ("backend", False),
+           "mpiddp backend 10MB": ("backend", None)}
+# DDP's bucket_cap_mb where not its default 25 (10: the library's own reducer's default)
+CAP_MB = {"mpiddp backend 10MB": 10}
 
 
 def worker(args):
@@ -45,12 +53,21 @@ def worker(args):
         torch.manual_seed(0)
         res["none"] = time_steps(trainer(model(), rank, args), args.steps, args.warmup, 1)
     else:
+        import torch.distributed as dist
+        backend = dist.new_group(backend="mpiddp")
         steps = {}
         for name, (comm_kind, view) in CONFIGS.items():
+            if args.only and name not in args.only.split(","):
+                continue
             torch.manual_seed(0)
             m = model()
+            kw = {} if view is None else {"gradient_as_bucket_view": view}
+            if name in CAP_MB:
+                kw["bucket_cap_mb"] = CAP_MB[name]
+            if comm_kind == "backend":
+                kw["process_group"] = backend
             if comm_kind is not None:
-                m = nn.parallel.DistributedDataParallel(m, gradient_as_bucket_view=view)
+                m = nn.parallel.DistributedDataParallel(m, **kw)
             if comm_kind == "mpiddp":
                 m.register_comm_hook(None, mpiddp.torch.allreduce_hook)
             steps[name] = trainer(m, rank, args)
@@ -76,6 +93,8 @@ def main():
     ap.add_argument("--blocks", type=int, default=3, help="alternating blocks per comm (default 3)")
     ap.add_argument("--batch", type=int, default=64, help="per-rank batch (default 64)")
     ap.add_argument("-J", "--json", help="write the results as JSON")
+    ap.add_argument("--only", help="comma-separated configurations of the np=N run (default: "
+                    "all: %s)" % ", ".join(CONFIGS))
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # set by the launch: result file
     args = ap.parse_args()
     if args.worker:
@@ -91,7 +110,7 @@ def main():
             cmd = ["bash", LAUNCH, "-n", str(w), "-e", "PYTHONPATH", sys.executable,
                    os.path.abspath(__file__), "--worker", out, "--steps", str(args.steps),
                    "--warmup", str(args.warmup), "--blocks", str(args.blocks),
-                   "--batch", str(args.batch)]
+                   "--batch", str(args.batch)] + (["--only", args.only] if args.only else [])
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join(
                 [HERE] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
@@ -106,16 +125,21 @@ def main():
     print("# torch %s DDP W-DDP MLP 784-2048-2048-2048-10, per-rank batch %d, SGD, 1 thread per "
           "rank, %d steps (+%d warm-up) in %d alternating blocks, median step of the slowest rank"
           % (torch.__version__, args.batch, args.steps, args.warmup, args.blocks))
-    print("#%3s %-17s %9s %9s %10s %10s" % ("np", "comm", "step_ms", "mean_ms", "samples/s",
+    print("#%3s %-22s %9s %9s %10s %10s" % ("np", "comm", "step_ms", "mean_ms", "samples/s",
                                            "efficiency"))
-    rows = [(1, "none", res[1]["none"])] + [(args.np, k, res[args.np][k]) for k in CONFIGS]
+    rows = [(1, "none", res[1]["none"])] + [(args.np, k, res[args.np][k]) for k in CONFIGS
+                                            if k in res[args.np]]
     recs = []
     for w, k, (med, mean) in rows:
         eff = base / med
-        print(" %3d %-17s %9.2f %9.2f %10.0f %10.3f" % (w, k, med * 1e3, mean * 1e3,
+        print(" %3d %-22s %9.2f %9.2f %10.0f %10.3f" % (w, k, med * 1e3, mean * 1e3,
                                                         args.batch * w / med, eff))
         recs.append({"np": w, "comm": k, "step_ms": med * 1e3, "step_mean_ms": mean * 1e3,
                      "samples_per_s": args.batch * w / med, "efficiency": eff})
+    sps = {k: args.batch * w / med for w, k, (med, _) in rows}
+    if "gloo" in sps:
+        print("# samples/s over gloo's: " + ", ".join(
+            "%s %.2fx" % (k, v / sps["gloo"]) for k, v in sps.items() if k.startswith("mpiddp")))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"runs": recs, "torch": torch.__version__}, f, indent=1)

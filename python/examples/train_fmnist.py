@@ -17,8 +17,7 @@ import mpiddp
 import mpiddp.datasets
 import mpiddp.torch  # (1)
 
-HOOKS = {"allreduce": mpiddp.torch.allreduce_hook, "fp16": mpiddp.torch.fp16_hook,
-         "bf16": mpiddp.torch.bf16_hook, "none": None}
+HOOKS = dict(mpiddp.torch.COMM_HOOKS, none=None)  # none: PyTorch's own allreduce
 
 
 def mlp():

@@ -22,7 +22,7 @@ def fashion_mnist(directory=None, train=True):
     IDX files (/usr/share/datasets/fashion-mnist); .gz files are read when the plain ones are
     absent. Raises MpiddpError (DDP_EIO, DDP_EFORMAT) naming the file."""
     import numpy as np
-    from . import _check, _lib_
+    from ._core import _check, _lib_
     L = _lib_()
     h = ctypes.c_void_p()
     d = FMNIST_DIR if directory is None else str(directory)

@@ -13,7 +13,8 @@ class DistributedSampler:
 
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
                  drop_last=False):
-        from . import _check, _lib_, default_comm
+        from ._comm import default_comm
+        from ._core import _check, _lib_
         size = dataset if isinstance(dataset, int) else len(dataset)
         if num_replicas is None or rank is None:
             comm = default_comm()

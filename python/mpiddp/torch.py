@@ -1,7 +1,10 @@
 """PyTorch on mpiddp: `mpirun -np N python3 train.py` with no torchrun and no variables set by
-hand, and DDP comm hooks that reduce PyTorch's gradient buckets with mpiddp's collectives.
+hand, the torch.distributed backend "mpiddp" (mpiddp/_pg.py; registered on import), and DDP
+comm hooks that reduce PyTorch's gradient buckets with mpiddp's collectives.
 
     import mpiddp.torch
+    torch.distributed.init_process_group(backend="mpiddp")   # every collective on mpiddp
+    # or: the hooks over another backend
     mpiddp.torch.init_process_group()                    # rank, world size, rendezvous from MPI
     model = torch.nn.parallel.DistributedDataParallel(model)
     model.register_comm_hook(None, mpiddp.torch.allreduce_hook)   # or fp16_hook, bf16_hook
@@ -15,7 +18,6 @@ against the hook API of PyTorch 1.13 that 2.x keeps: hook(state, GradBucket) -> 
 GradBucket.buffer().
 """
 import os
-import queue
 import socket
 import threading
 
@@ -23,8 +25,12 @@ import torch
 import torch.distributed as dist
 
 import mpiddp
+from mpiddp import _hooks, _pg
+from mpiddp._coll import Waiter
+from mpiddp._pg import ProcessGroupMpiddp
 
-__all__ = ["init_process_group", "allreduce_hook", "fp16_hook", "bf16_hook"]
+__all__ = ["init_process_group", "allreduce_hook", "fp16_hook", "bf16_hook", "COMM_HOOKS",
+           "ProcessGroupMpiddp"]
 
 
 def _free_port(addr):
@@ -72,40 +78,6 @@ def init_process_group(backend="gloo", mpi_comm=None, master_addr=None, master_p
     return comm
 
 
-class _Waiter:
-    """One thread completing the hooks' futures in posting order (collectives complete in
-    the order they were posted, the same on every rank)."""
-
-    def __init__(self):
-        self.q = queue.Queue()
-        self.t = threading.Thread(target=self._run, name="mpiddp-hook-waiter", daemon=True)
-        self.t.start()
-
-    def _run(self):
-        while True:
-            item = self.q.get()
-            if item is None:
-                return
-            req, fut, finish = item
-            try:
-                req.wait()  # ddp_wait without the GIL
-                fut.set_result(finish())
-            except BaseException as e:  # the future carries it to DDP's backward
-                fut.set_exception(e)
-
-    def submit(self, req, finish, device):
-        # a CUDA bucket: the future records on its device's current stream when set, so
-        # DDP's later work is ordered after the collective (which the caller's stream waits for)
-        fut = torch.futures.Future(devices=[device]) if device.type == "cuda" else \
-            torch.futures.Future()
-        self.q.put((req, fut, finish))
-        return fut
-
-    def stop(self):
-        self.q.put(None)
-        self.t.join()
-
-
 _waiter = None
 _waiter_lock = threading.Lock()
 
@@ -114,9 +86,11 @@ def _submit(req, finish, device):
     global _waiter
     with _waiter_lock:
         if _waiter is None:
-            _waiter = _Waiter()
+            _waiter = Waiter("mpiddp-hook-waiter")
             mpiddp._exit_hooks.append(_stop_waiter)
-        return _waiter.submit(req, finish, device)
+        # a CUDA bucket: the future records on its device's current stream when set, so
+        # DDP's later work is ordered after the collective (which the caller's stream waits for)
+        return _waiter.put([req], _pg.future(device), finish)
 
 
 def _stop_waiter():
@@ -142,8 +116,9 @@ def allreduce_hook(state, bucket):
     return _submit(req, lambda: buf, buf.device)
 
 
-def _compress_hook(state, bucket, dtype):
+def _compress_hook(state, bucket, hook):
     buf = bucket.buffer()
+    dtype = getattr(torch, _hooks.wire_dtype(hook))
     wire = buf.to(dtype)
     req = _comm(state).iallreduce(wire, op="avg")
 
@@ -156,10 +131,18 @@ def _compress_hook(state, bucket, dtype):
 def fp16_hook(state, bucket):
     """Like allreduce_hook with the bucket sent as float16 (half the bytes; mpiddp reduces
     f16 in f32 and rounds once per step); the result is written back in the bucket's dtype."""
-    return _compress_hook(state, bucket, torch.float16)
+    return _compress_hook(state, bucket, _hooks.FP16)
 
 
 def bf16_hook(state, bucket):
     """As fp16_hook with bfloat16 (f32's range, 8 bits of mantissa). Not named
     bf16_compress_hook: DDP refuses a hook of that name without CUDA 11 and NCCL 2.10."""
-    return _compress_hook(state, bucket, torch.bfloat16)
+    return _compress_hook(state, bucket, _hooks.BF16)
+
+
+# The comm hooks by name: "allreduce" (the bucket's dtype) and the compressing ones under the
+# library's hook names (mpiddp._hooks).
+COMM_HOOKS = {"allreduce": allreduce_hook, _hooks.hook_name(_hooks.FP16): fp16_hook,
+              _hooks.hook_name(_hooks.BF16): bf16_hook}
+
+_pg.register()
