@@ -59,7 +59,7 @@ ddp_add_mpi_test(NAME coll_allreduce_ring_rhd PROGRAM coll_allreduce NP 5 8 ARGS
 ddp_add_mpi_test(NAME coll_bench_smoke PROGRAM allreduce_bench NP 2 LABELS quick
   ARGS -b 8 -e 256K -f 8 -n 3 -w 1 -J ${CMAKE_CURRENT_BINARY_DIR}/coll_bench_smoke.json)
 ddp_add_mpi_test(NAME coll_bench_shared PROGRAM allreduce_bench NP 3 LABELS quick
-  ARGS -b 4 -e 1M -f 16 -n 2 -w 1 -M shared -d bf16 -o avg)
+  ARGS -b 4 -e 1M -f 16 -n 2 -w 1 -M shared -d bf16 -o avg -P in)
 foreach(c broadcast allgather reducescatter)
   ddp_add_mpi_test(NAME coll_bench_${c} PROGRAM allreduce_bench NP 2 LABELS quick
     ARGS -C ${c} -b 8 -e 1M -f 16 -n 2 -w 1 -d i32)
