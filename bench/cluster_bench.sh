@@ -10,20 +10,22 @@
 #
 #   bash bench/cluster_bench.sh [--build DIR] [--mpich-build DIR] [--out DIR]
 #        [--mpis ob1,ucx,mpich] [--links 1gbit:50us,...] [--layouts 2x2,4x2]
-#        [--sizes "-b 64K -e 64M -f 4"] [-R N] [-t SEC]
+#        [--sizes "-b 64K -e 64M -f 4"] [-R N] [-t SEC] [--limit SEC]
 #
 # --build: the build with Debian's Open MPI (default build/); --mpich-build: one built with
 # Debian's MPICH (mpicc.mpich; default build-mpis/mpich, as bench/compare_mpis.sh makes it).
 # MPIs: ob1 (Open MPI, ob1 + TCP BTL), ucx (Open MPI, pml ucx over tcp), mpich (Hydra, ch4:ucx
 # over tcp). Links: RATE:LATENCY, RATE as tc's (1gbit), LATENCY host to host one way (50us,
-# 0.5ms); RATE alone: no wire; `unshaped`: neither. Layouts: HOSTSxRANKS (at most 4 hosts). Needs root (exit 77 otherwise, as cluster.sh). Run it on an
-# otherwise idle machine or under the CPU lock: the ranks of all hosts share this machine's cores.
+# 0.5ms); RATE alone: no wire; `unshaped`: neither. Layouts: HOSTSxRANKS (at most 4 hosts).
+# --limit: seconds one allreduce_bench run may take (default 600), then it is stopped. Needs
+# root (exit 77 otherwise, as cluster.sh). Run it on an otherwise idle machine or under the
+# CPU lock: the ranks of all hosts share this machine's cores.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/.." && pwd)
 build=$src/build mbuild=$src/build-mpis/mpich out="" mpis=ob1,ucx,mpich
 links=1gbit:50us,1gbit:500us,10gbit:50us,10gbit:500us layouts=2x2,4x2
-sizes="-b 64K -e 64M -f 4" reps=2 budget=0.5 inside=0 args="$*"
+sizes="-b 64K -e 64M -f 4" reps=2 budget=0.5 limit=600 inside=0 args="$*"
 while [ $# -gt 0 ]; do
   case $1 in
     --build) build=$(cd "$2" && pwd); shift 2 ;;
@@ -35,8 +37,9 @@ while [ $# -gt 0 ]; do
     --sizes) sizes=$2; shift 2 ;;
     -R) reps=$2; shift 2 ;;
     -t) budget=$2; shift 2 ;;
+    --limit) limit=$2; shift 2 ;;
     --inside) inside=1; args=$2; shift 2 ;;
-    -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "cluster_bench.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -48,7 +51,7 @@ if [ $inside -eq 0 ]; then
   [ -d "$mbuild" ] && share+=(--share "$mbuild")
   exec bash "$src/ci/cluster/cluster.sh" with 4 "${share[@]}" -- bash "$0" --inside "$args" \
     --build "$build" --mpich-build "$mbuild" --out "$out" --mpis "$mpis" --links "$links" \
-    --layouts "$layouts" --sizes "$sizes" -R "$reps" -t "$budget"
+    --layouts "$layouts" --sizes "$sizes" -R "$reps" -t "$budget" --limit "$limit"
 fi
 
 cl=$src/ci/cluster/cluster.sh
@@ -121,11 +124,17 @@ for link in ${links//,/ }; do
       # MPICH 4.0.2 (ch4:ucx over tcp) does not always return from MPI_Finalize across the
       # hosts (one rank in ucp_worker_progress, the others in PMI): once rank 0 has written
       # the JSON (after every result was checked) the job gets 20 s to end, then is stopped.
-      job=$!
-      while kill -0 $job 2>/dev/null && ! { [ -s "$json" ] && tail -c 3 "$json" | grep -q ']'; }; do sleep 0.5; done
-      for _ in $(seq 40); do kill -0 $job 2>/dev/null || break; sleep 0.5; done
+      job=$! t0=$SECONDS
+      while kill -0 $job 2>/dev/null && ! { [ -s "$json" ] && tail -c 3 "$json" | grep -q ']'; } &&
+        [ $((SECONDS - t0)) -lt "$limit" ]; do sleep 0.5; done
+      for _ in $(seq 40); do [ -s "$json" ] || break; kill -0 $job 2>/dev/null || break; sleep 0.5; done
       if kill -0 $job 2>/dev/null; then
-        echo "# $mpi: the results are written but MPI_Finalize has not returned after 20 s: job stopped"
+        if [ -s "$json" ]; then
+          echo "# $mpi: the results are written but MPI_Finalize has not returned after 20 s: job stopped"
+        else
+          echo "# $mpi $layout: still running after --limit $limit s: stopped, no results"
+          fail=1
+        fi
         kill -TERM $job 2>/dev/null
         for h in "${hosts[@]}"; do # what the job left on the hosts (not the holders)
           "$cl" pids "$h" | xargs -r ps -o pid=,comm= -p 2>/dev/null |
