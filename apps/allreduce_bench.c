@@ -28,6 +28,8 @@
  *   -t SEC   time budget per size and algorithm for the timed loop (default 2.0 s)
  *   -R N     repeat each timed loop N times and keep the fastest (default 1; for machines
  *            shared with other work, where preemption inflates averages)
+ *   -P PLACE both (default), in or out: in-place and/or out-of-place calls (a slow link's
+ *            sweep takes half the time with one)
  *   -J FILE  JSON records (also --json FILE)
  * Exit status 1 if any result was wrong. */
 #include <math.h>
@@ -51,6 +53,7 @@ typedef struct {
   char algos[256];
   double budget;
   int reps;
+  int place; /* bit 0: out of place, bit 1: in place */
   const char *json;
 } args_t;
 
@@ -86,7 +89,8 @@ static void usage(void) {
   if (rank_ == 0)
     fprintf(stderr, "usage: allreduce_bench [-b min] [-e max] [-f factor] [-n iters] [-w warmup] "
                     "[-c 0|1] [-d dtype] [-o op] [-C allreduce|broadcast|allgather|reducescatter] "
-                    "[-A algo,...] [-M host|shared|cuda] [-t seconds] [-R reps] [-J file.json]\n");
+                    "[-A algo,...] [-M host|shared|cuda] [-t seconds] [-R reps] [-P both|in|out] "
+                    "[-J file.json]\n");
 }
 
 static int parse_args(int argc, char **argv, args_t *a) {
@@ -103,6 +107,7 @@ static int parse_args(int argc, char **argv, args_t *a) {
   a->algos[0] = '\0';
   a->budget = 2.0;
   a->reps = 1;
+  a->place = 3;
   a->json = NULL;
   for (int i = 1; i < argc; i++) {
     const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -125,6 +130,8 @@ static int parse_args(int argc, char **argv, args_t *a) {
     else if (!strcmp(f, "-o")) bad = ddp_op_parse(v, &a->op) != DDP_OK;
     else if (!strcmp(f, "-A")) bad = snprintf(a->algos, sizeof a->algos, "%s", v) >= (int)sizeof a->algos;
     else if (!strcmp(f, "-J") || !strcmp(f, "--json")) a->json = v;
+    else if (!strcmp(f, "-P"))
+      bad = (a->place = !strcmp(v, "both") ? 3 : !strcmp(v, "in") ? 2 : !strcmp(v, "out") ? 1 : 0) == 0;
     else if (!strcmp(f, "-C")) {
       a->coll = -1;
       for (int k = 0; k < 4; k++)
@@ -598,16 +605,20 @@ int main(int argc, char **argv) {
     for (int k = 0; k < nalg; k++) {
       rec_t r[2];
       int bad = 0;
+      int done[2] = {0, 0};
       for (int ip = 0; ip < 2; ip++) {
         if (a.coll == C_BROADCAST && ip == 0) continue; /* broadcast is always in place */
+        if (!(a.place & (1 << ip)) && !(a.coll == C_BROADCAST)) continue;
         if (measure(&a, list[k], &b, bytes, ip, &r[ip]) != 0) bad = 1;
+        done[ip] = 1;
       }
       if (bad) {
         anyfail = 1;
         failed[si * nalg + k] = 1;
         continue;
       }
-      for (int ip = a.coll == C_BROADCAST ? 1 : 0; ip < 2; ip++) {
+      for (int ip = 0; ip < 2; ip++) {
+        if (!done[ip]) continue;
         recs[nrec++] = r[ip];
         if (r[ip].wrong > 0) anywrong = 1;
       }

@@ -55,9 +55,44 @@ set(DDP__MPIEXEC_CANDIDATES_openmpi mpiexec.openmpi mpirun.openmpi mpiexec mpiru
 set(DDP__MPIEXEC_CANDIDATES_mpich mpiexec.mpich mpiexec.hydra mpirun.mpich mpiexec mpirun)
 set(DDP__MPIEXEC_CANDIDATES_intel mpiexec.hydra mpiexec mpirun)
 
+# ddp__find_launcher(out dir...): the first launcher of the library's flavour in the folders.
+function(ddp__find_launcher out)
+  set(found "")
+  foreach(name ${DDP__MPIEXEC_CANDIDATES_${DDP_MPI_FLAVOR}})
+    foreach(d ${ARGN})
+      if(NOT found AND d AND EXISTS "${d}/${name}" AND NOT IS_DIRECTORY "${d}/${name}")
+        ddp__launcher_kind("${d}/${name}" k)
+        if(k STREQUAL DDP_MPI_FLAVOR)
+          set(found "${d}/${name}")
+        endif()
+      endif()
+    endforeach()
+  endforeach()
+  set(${out} "${found}" PARENT_SCOPE)
+endfunction()
+
+get_filename_component(cc_real "${MPI_C_COMPILER}" REALPATH)
+get_filename_component(cc_dir "${cc_real}" DIRECTORY)
+get_filename_component(cc_dir2 "${MPI_C_COMPILER}" DIRECTORY)
 set(DDP_LAUNCHER_KIND unknown)
 if(MPIEXEC_EXECUTABLE)
   ddp__launcher_kind(${MPIEXEC_EXECUTABLE} DDP_LAUNCHER_KIND)
+endif()
+# The same flavour is not enough: Open MPI 5 or MPICH 5 from a PyPI wheel beside Debian's Open
+# MPI 4 and MPICH 4 got Debian's mpiexec from FindMPI (PATH), another installation and version
+# than the library. A launcher of the flavour beside the compiler wins over FindMPI's choice.
+if(NOT DDP__MPIEXEC_FROM_USER AND NOT DDP_MPI_FLAVOR STREQUAL "unknown")
+  ddp__find_launcher(beside ${cc_dir} ${cc_dir2})
+  if(beside)
+    get_filename_component(beside_real "${beside}" REALPATH)
+    get_filename_component(chosen_real "${MPIEXEC_EXECUTABLE}" REALPATH)
+    if(NOT beside_real STREQUAL chosen_real)
+      message(STATUS "mpiddp: FindMPI chose ${MPIEXEC_EXECUTABLE}; using ${beside}, the launcher "
+        "beside the compiler ${MPI_C_COMPILER}")
+      set(MPIEXEC_EXECUTABLE "${beside}" CACHE FILEPATH "Executable for running MPI programs." FORCE)
+      set(DDP_LAUNCHER_KIND ${DDP_MPI_FLAVOR})
+    endif()
+  endif()
 endif()
 if(NOT DDP_MPI_FLAVOR STREQUAL "unknown" AND NOT DDP_LAUNCHER_KIND STREQUAL DDP_MPI_FLAVOR
    AND NOT DDP_LAUNCHER_KIND STREQUAL "srun")
@@ -72,9 +107,6 @@ if(NOT DDP_MPI_FLAVOR STREQUAL "unknown" AND NOT DDP_LAUNCHER_KIND STREQUAL DDP_
       "fail its world-size check)")
   else()
     # Look beside the compiler first (its bin folder), then on PATH.
-    get_filename_component(cc_real "${MPI_C_COMPILER}" REALPATH)
-    get_filename_component(cc_dir "${cc_real}" DIRECTORY)
-    get_filename_component(cc_dir2 "${MPI_C_COMPILER}" DIRECTORY)
     set(dirs ${cc_dir} ${cc_dir2})
     if(DEFINED ENV{I_MPI_ROOT})
       list(APPEND dirs $ENV{I_MPI_ROOT}/bin)
@@ -82,17 +114,7 @@ if(NOT DDP_MPI_FLAVOR STREQUAL "unknown" AND NOT DDP_LAUNCHER_KIND STREQUAL DDP_
     string(REPLACE ":" ";" path_dirs "$ENV{PATH}")
     list(APPEND dirs ${path_dirs})
     list(REMOVE_DUPLICATES dirs)
-    set(found "")
-    foreach(name ${DDP__MPIEXEC_CANDIDATES_${DDP_MPI_FLAVOR}})
-      foreach(d ${dirs})
-        if(NOT found AND d AND EXISTS "${d}/${name}" AND NOT IS_DIRECTORY "${d}/${name}")
-          ddp__launcher_kind("${d}/${name}" k)
-          if(k STREQUAL DDP_MPI_FLAVOR)
-            set(found "${d}/${name}")
-          endif()
-        endif()
-      endforeach()
-    endforeach()
+    ddp__find_launcher(found ${dirs})
     if(NOT found)
       message(FATAL_ERROR "mpiddp: ${what} (FindMPI's choice), and no launcher of "
         "${DDP__NAME_${DDP_MPI_FLAVOR}} (${DDP__MPIEXEC_CANDIDATES_${DDP_MPI_FLAVOR}}) was found "

@@ -8,12 +8,13 @@ ddp_add_test_exe(cluster_topo cluster_topo.c)
 
 # cluster_add_test(name mode hosts timeout): ddp_add_mpi_test of a cluster_check.sh scenario on
 # `hosts` emulated hosts; the command gets TIMEOUT - 20 s, so that the hosts are always taken
-# down before ctest would kill the test.
+# down before ctest would kill the test. The source and build folders are shared with the hosts
+# (a build under /tmp would otherwise be hidden by each host's private /tmp).
 function(cluster_add_test name mode hosts timeout)
   math(EXPR limit "${timeout} - 20")
   ddp_add_mpi_test(NAME ${name} LABELS cluster TIMEOUT ${timeout} SKIP_CODE 77 RUN_SERIAL
     COMMAND bash ${PROJECT_SOURCE_DIR}/ci/cluster/cluster.sh with ${hosts}
-    --limit ${limit} -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cluster_check.sh ${mode}
+    --limit ${limit} --share ${PROJECT_SOURCE_DIR} --share ${PROJECT_BINARY_DIR} -- bash ${CMAKE_CURRENT_SOURCE_DIR}/cluster_check.sh ${mode}
     ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} ${CMAKE_CURRENT_BINARY_DIR}/cluster/${mode})
 endfunction()
 

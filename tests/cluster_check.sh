@@ -20,7 +20,16 @@ set -uo pipefail
 mode=$1 src=$2 build=$3 scratch=$4
 cl=$src/ci/cluster/cluster.sh
 : "${MPIDDP_CLUSTER:?run me through ci/cluster/cluster.sh with N --}"
-mkdir -p "$scratch" && cd "$scratch" || exit 1
+mkdir -p "$scratch" || exit 1
+# Every host must see the build folder at its own path (cluster.sh with --share binds one that
+# lies in /tmp or /dev/shm, which every host has of its own); if not, nothing here can run.
+for d in "$build" "$src" "$scratch"; do
+  (cd / && "$cl" exec h1 test -d "$d") 2>/dev/null || {
+    echo "cluster_check[$mode]: $d is not visible on the emulated hosts (private /tmp or /dev/shm; cluster.sh with --share binds it): skipping"
+    exit 77
+  }
+done
+cd "$scratch" || exit 1
 fail=0
 say() { echo "cluster_check[$mode]: $*"; }
 bad() { echo "cluster_check[$mode]: FAIL: $*" >&2; fail=1; }

@@ -4,17 +4,24 @@
 # every host), all joined by one bridge in a private /24. Open MPI reaches the hosts through an
 # ssh replacement (ci/cluster/rsh), so mpirun, its daemons and the ranks run as on N machines.
 #
-#   cluster.sh with N [--limit S] -- CMD...   up N, run CMD (MPIDDP_CLUSTER set), down; then check
-#                                             that netns, links and routes are as found (rc 1 if not)
-#   cluster.sh up N                  prints the cluster folder: export MPIDDP_CLUSTER=<it>
+#   cluster.sh with N [--limit S] [--share PATH]... -- CMD...   up N, run CMD (MPIDDP_CLUSTER
+#                                    set), down; then check that netns, links and routes are as
+#                                    found (rc 1 if not)
+#   cluster.sh up N [--share PATH]...  prints the cluster folder: export MPIDDP_CLUSTER=<it>
+#                                    --share: a folder under /tmp or /dev/shm (a build folder)
+#                                    that every host sees at the same path, bound over its
+#                                    private /tmp or /dev/shm (folders elsewhere are seen anyway)
 #   cluster.sh down [DIR]            removes everything `up` made; the blackhole route last
 #   cluster.sh exec HOST CMD...      runs CMD on HOST (h1.., or its address), environment kept
 #   cluster.sh mpirun ob1|ucx HOSTS NP [NAME=VALUE...] PROG [ARGS...]   mpirun on h1 (or
 #                                    $MPIDDP_CLUSTER_HEAD) with the cluster's flags; HOSTS like
 #                                    h1:2,h2:2; NAME=VALUE for every rank, and every rank gets
 #                                    DDP_WORLD_SIZE=NP (ddp_init fails on another world size)
-#   cluster.sh shape HOST rate R | delay MS loss PCT | off   shape HOST's link both ways
-#                                    (rate: tc tbf; delay and loss: a spliced-in wire.py)
+#   cluster.sh hydra HOSTS NP [NAME=VALUE...] PROG [ARGS...]   the same with MPICH's Hydra
+#                                    (MPIDDP_CLUSTER_MPIEXEC, default mpiexec.mpich) over UCX
+#   cluster.sh shape HOST rate R [burst BYTES] | delay MS loss PCT | off   shape HOST's link
+#                                    both ways (rate: tc tbf; delay (fractional ms: 0.025) and
+#                                    loss: a spliced-in wire, ci/cluster/wire.c)
 #   cluster.sh link HOST up|down     the cable of HOST (its bridge port)
 #   cluster.sh pids HOST             the processes on HOST (not its namespace holder)
 #   cluster.sh addr HOST             HOST's address
@@ -47,6 +54,13 @@ ompi_flags() { # PML
                 -x UCX_TLS=tcp,sm,self -x UCX_NET_DEVICES=np0 -x UCX_WARN_UNUSED_ENV_VARS=n) ;;
     *) die "pml '$1' is neither ob1 nor ucx" ;;
   esac
+}
+# MPICH (ch4:ucx, Debian's): Hydra starts its proxies through the same ssh replacement; UCX
+# runs TCP on the bridge between hosts and shared memory inside one; no binding.
+hydra_flags() {
+  HYDRA=("${MPIDDP_CLUSTER_MPIEXEC:-mpiexec.mpich}" -launcher ssh -launcher-exec "$HERE/rsh"
+    -iface np0 -bind-to none -genv UCX_TLS tcp,sm,self -genv UCX_NET_DEVICES np0
+    -genv UCX_WARN_UNUSED_ENV_VARS n)
 }
 
 die() { echo "cluster: $*" >&2; exit 1; }
@@ -88,9 +102,23 @@ snapshot() {
 }
 
 # ---- up / down -------------------------------------------------------------------------------
+# private_path PATH: 0 if PATH lies in /tmp or /dev/shm, which every host has of its own.
+private_path() { case $1 in /tmp | /tmp/* | /dev/shm | /dev/shm/*) return 0 ;; esac; return 1; }
+
 cmd_up() {
-  local n=$1 x="" claimed=0 try start i
+  local n=$1 x="" claimed=0 try start i p share=()
+  shift
   [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 32 ] || die "up: host count '$n' is not 1..32"
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --share)
+        [ -d "${2:-}" ] || die "up: --share '${2:-}' is not a folder"
+        p=$(cd "$2" && pwd -P)
+        private_path "$p" && share+=("$p")
+        shift 2 ;;
+      *) die "up: unknown option $1" ;;
+    esac
+  done
   need_tools
   reap_stale
   mkdir -p "$ROOT" || die "cannot create $ROOT"
@@ -111,6 +139,7 @@ cmd_up() {
   local created=0
   [ -d /run/netns ] || created=1
   printf 'SUBNET=%s\nPREFIX=%s\nN=%s\nCREATED_NETNS_DIR=%s\n' "$SUBNET" "$PREFIX" "$N" "$created" >"$DIR/env"
+  printf '%s\n' "${share[@]}" >"$DIR/share" # one folder a line, seen by every host
   echo "${OWNER:-$PPID}" >"$DIR/owner"
   { echo "127.0.0.1 localhost"; for ((i = 1; i <= n; i++)); do echo "$SUBNET.$i h$i"; done; } >"$DIR/hosts"
   trap 'say "up failed: removing what was made"; cmd_down "$DIR" >/dev/null 2>&1' EXIT
@@ -132,10 +161,22 @@ cmd_up() {
     # The host's other namespaces live as long as this holder process: private /dev/shm and
     # /tmp (nothing shared across hosts by accident), /etc/hosts, a sysfs showing its own
     # network devices (UCX reads them there) with the machine's cgroup mounts (slurmd).
+    # Shared folders (--share) are bound aside before the private tmpfs hide them, then moved
+    # back to their own path on top of it.
     setsid nsenter --net="/run/netns/$ns" unshare --uts --ipc --mount --propagation private -- \
       bash -c 'set -e
+               k=0
+               while read -r p; do
+                 [ -n "$p" ] || continue
+                 mkdir -p "$1/aside$k"; mount --bind "$p" "$1/aside$k"; k=$((k + 1))
+               done <"$1/share"
                mount -t tmpfs -o mode=1777 ddp-shm /dev/shm
                mount -t tmpfs -o mode=1777 ddp-tmp /tmp
+               k=0
+               while read -r p; do
+                 [ -n "$p" ] || continue
+                 mkdir -p "$p"; mount --move "$1/aside$k" "$p"; k=$((k + 1))
+               done <"$1/share"
                mount --bind "$1/hosts" /etc/hosts
                cg=0
                if mountpoint -q /sys/fs/cgroup; then mkdir /tmp/.cg; mount --rbind /sys/fs/cgroup /tmp/.cg; cg=1; fi
@@ -221,11 +262,12 @@ reap_stale() {
 }
 
 cmd_with() {
-  local n=$1 limit=0
+  local n=$1 limit=0 share=()
   shift
   while [ $# -gt 0 ]; do
     case $1 in
       --limit) limit=$2; shift 2 ;;
+      --share) share+=(--share "$2"); shift 2 ;;
       --) shift; break ;;
       *) die "with: unknown option $1" ;;
     esac
@@ -236,7 +278,7 @@ cmd_with() {
   reap_stale # a leftover of a killed run is not this run's doing
   before=$(snapshot)
   export OWNER=$$
-  MPIDDP_CLUSTER=$(cmd_up "$n") || exit 1
+  MPIDDP_CLUSTER=$(cmd_up "$n" "${share[@]}") || exit 1
   export MPIDDP_CLUSTER
   trap 'cmd_down "$MPIDDP_CLUSTER"' EXIT
   trap 'exit 130' INT TERM
@@ -260,14 +302,26 @@ cmd_with() {
 # ---- using the hosts --------------------------------------------------------------------------
 holder() { cat "$DIR/h$1.holder"; }
 
+# shared_path PATH: 0 if PATH lies in a folder every host sees (up --share).
+shared_path() {
+  local p q
+  [ -f "$DIR/share" ] || return 1
+  p=$(cd "$1" 2>/dev/null && pwd -P) || p=$1
+  while read -r q; do
+    [ -n "$q" ] || continue
+    case $p in "$q" | "$q"/*) return 0 ;; esac
+  done <"$DIR/share"
+  return 1
+}
+
 cmd_exec() {
   load
   local i
   i=$(host_index "$1")
   shift
-  case $PWD in /tmp | /tmp/* | /dev/shm | /dev/shm/*)
-    die "exec: the working directory $PWD is in /tmp or /dev/shm, which every host has of its own" ;;
-  esac
+  if private_path "$PWD" && ! shared_path "$PWD"; then
+    die "exec: the working directory $PWD is in /tmp or /dev/shm, which every host has of its own (up --share makes a folder there common)"
+  fi
   exec nsenter -t "$(holder "$i")" --net --uts --ipc --mount --wd="$PWD" -- "$@"
 }
 
@@ -300,6 +354,17 @@ cmd_mpirun() {
   cmd_exec "${MPIDDP_CLUSTER_HEAD:-h1}" "${OMPI[@]}" --host "$hosts" -np "$np" "$@"
 }
 
+cmd_hydra() {
+  load
+  [ $# -ge 3 ] || die "hydra: usage: hydra HOSTS NP [NAME=VALUE...] PROG [ARGS...]"
+  local hosts=$1 np=$2
+  shift 2
+  hydra_flags
+  HYDRA+=(-genv DDP_WORLD_SIZE "$np")
+  while [[ $1 =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; do HYDRA+=(-genv "${1%%=*}" "${1#*=}"); shift; done
+  cmd_exec "${MPIDDP_CLUSTER_HEAD:-h1}" "${HYDRA[@]}" -hosts "$hosts" -n "$np" "$@"
+}
+
 # The root-namespace end of HOST's cable (its bridge port) is ${PREFIX}h<i>; while a bad wire
 # is spliced in (shape delay/loss) that end lives in the wire's namespace ${PREFIX}w<i>.
 port_netns() { [ -e "/run/netns/${PREFIX}w$1" ] && echo "${PREFIX}w$1"; }
@@ -314,12 +379,21 @@ cmd_shape() {
   case ${1:-} in
     rate)
       # tbf on both ends: the host's egress (np0) and its bridge port's egress (into the host).
-      # Burst: 5 ms at the rate, so the token bucket, not the timer tick, sets the pace.
+      # Burst: by default 5 ms at the rate, so the token bucket, not the timer tick, sets the
+      # pace. A smaller `burst` (a benchmark's: a link that never runs faster than R, even after
+      # an idle gap) also caps the host's GSO frames at burst/2, since tbf must never hold a
+      # frame larger than its bucket (it would cut it into MTU-sized packets one by one).
       local r=${2:?shape: rate needs a value like 10gbit} bits burst
       bits=$(awk -v r="$r" 'BEGIN { n = r + 0; u = tolower(r); sub(/^[0-9.]+/, "", u)
         m = u == "gbit" ? 1e9 : u == "mbit" ? 1e6 : u == "kbit" ? 1e3 : u == "bit" ? 1 : -1
         if (m < 0 || n <= 0) exit 1; printf "%d", n * m }') || die "shape: rate '$r' is not like 10gbit"
       burst=$((bits / 8 / 200 > 65536 ? bits / 8 / 200 : 65536))
+      if [ "${3:-}" = burst ]; then
+        [[ ${4:-} =~ ^[0-9]+$ ]] && [ "$4" -ge 8192 ] || die "shape: burst '${4:-}' is not a byte count >= 8192"
+        burst=$4
+        local gso=$((burst / 2 < 65536 ? burst / 2 : 65536))
+        ip -n "$ns" link set dev np0 gso_max_size "$gso" || die "shape: gso_max_size in h$i"
+      fi
       tc -n "$ns" qdisc replace dev np0 root tbf rate "$r" burst "$burst" latency 50ms || die "shape: tbf in h$i"
       local wn
       wn=$(port_netns "$i")
@@ -329,10 +403,14 @@ cmd_shape() {
       ;;
     delay)
       # No netem in every kernel (not in this project's CI VMs): a user-space wire is spliced
-      # into the cable, in a namespace of its own: host np0 = port | wire.py | up = the new
-      # bridge port ${PREFIX}x<i>.
+      # into the cable, in a namespace of its own: host np0 = port | wire | up = the new
+      # bridge port ${PREFIX}x<i>. The wire is compiled on first use into the cluster folder.
       [ "${3:-}" = loss ] && [ $# -eq 4 ] || die "shape: usage: shape HOST delay MS loss PERCENT"
       [ -n "$(port_netns "$i")" ] && die "shape: h$i already has a wire"
+      if [ ! -x "$DIR/wire" ]; then
+        "${CC:-cc}" -O2 -o "$DIR/wire.tmp" "$HERE/wire.c" && mv "$DIR/wire.tmp" "$DIR/wire" ||
+          die "shape: cannot compile $HERE/wire.c"
+      fi
       ip netns add "$w" || die "shape: netns $w"
       nsenter --net="/run/netns/$w" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 \
         net.ipv6.conf.default.disable_ipv6=1 >/dev/null
@@ -343,15 +421,16 @@ cmd_shape() {
       ip link set dev "${PREFIX}x$i" master "${PREFIX}br" up
       ip -n "$w" link set dev "$port" up
       ip -n "$w" link set dev up up
-      setsid nsenter --net="/run/netns/$w" python3 "$HERE/wire.py" "$port" up "$2" "$4" "$i" \
+      setsid nsenter --net="/run/netns/$w" "$DIR/wire" "$port" up "$2" "$4" "$i" \
         </dev/null >"$DIR/h$i.wire.log" 2>&1 &
       echo $! >"$DIR/h$i.wire"
       sleep 0.2
-      kill -0 "$(cat "$DIR/h$i.wire")" 2>/dev/null || die "shape: wire.py did not start: $(cat "$DIR/h$i.wire.log")"
-      say "h$i: ${2} ms delay and ${4}% frame loss each way (wire.py)"
+      kill -0 "$(cat "$DIR/h$i.wire")" 2>/dev/null || die "shape: the wire did not start: $(cat "$DIR/h$i.wire.log")"
+      say "h$i: ${2} ms delay and ${4}% frame loss each way (wire)"
       ;;
     off)
       tc -n "$ns" qdisc del dev np0 root 2>/dev/null
+      ip -n "$ns" link set dev np0 gso_max_size 65536 2>/dev/null
       if [ -n "$(port_netns "$i")" ]; then
         local pid
         pid=$(cat "$DIR/h$i.wire")
@@ -367,7 +446,7 @@ cmd_shape() {
       fi
       return 0
       ;;
-    *) die "shape: usage: shape HOST rate R | delay MS loss PERCENT | off" ;;
+    *) die "shape: usage: shape HOST rate R [burst BYTES] | delay MS loss PERCENT | off" ;;
   esac
 }
 
@@ -396,15 +475,16 @@ cmd_addr() {
 sub=$1
 shift
 case $sub in
-  up) [ $# -eq 1 ] || die "usage: up N"; cmd_up "$1" ;;
+  up) [ $# -ge 1 ] || die "usage: up N [--share PATH]..."; cmd_up "$@" ;;
   down) cmd_down "$@" ;;
   with) cmd_with "$@" ;;
   exec) cmd_exec "$@" ;;
   rsh) cmd_rsh "$@" ;;
   mpirun) cmd_mpirun "$@" ;;
+  hydra) cmd_hydra "$@" ;;
   shape) cmd_shape "$@" ;;
   link) cmd_link "$@" ;;
   pids) cmd_pids "$@" ;;
   addr) cmd_addr "$@" ;;
-  *) die "unknown command '$sub' (up, down, with, exec, mpirun, shape, link, pids, addr)" ;;
+  *) die "unknown command '$sub' (up, down, with, exec, mpirun, hydra, shape, link, pids, addr)" ;;
 esac
