@@ -39,7 +39,7 @@ for np in 1 "$NP"; do
 done
 # the model sizes gpt_train used, for the PyTorch run
 read -r L H C T B < <(sed -n 's/^# gpt_train: GPT L\([0-9]*\) H\([0-9]*\) C\([0-9]*\) T\([0-9]*\) .*/\1 \2 \3 \4/p;
-  s/^# ranks [0-9]*, per-rank batch \([0-9]*\) .*/\1/p' "$OUT/gpt_train_np1.txt" | tr '\n' ' ')
+  s/^# ranks [0-9]*, per-rank batch \([0-9]*\) .*/\1/p' "$OUT/gpt_train_np1.txt" | tr '\n' ' '; echo)
 "$PYTHON" bench/peers/torch_gpt.py --bench --np "$NP" --steps "$((STEPS - log_every))" \
   --layers "$L" --heads "$H" --dim "$C" --seq "$T" --batch "$B" -J "$OUT/torch_gpt.json" \
   >"$OUT/torch_gpt.txt" 2>&1
