@@ -6,11 +6,12 @@ set -euo pipefail
 # mpicc/mpirun alternatives); python3-torch: the live comparison with PyTorch's sampler
 # (sampler_vs_torch) and the PyTorch peers; python3-mpi4py for the peers' MPI side.
 # libsimgrid-dev + simgrid: smpicc/smpirun for the simulated clusters (ctest -L scale, scale/).
+# fortunes: gpt_train's text corpus (/usr/share/games/fortunes, 2.6 MB; ctest -L gpt).
 pkgs=(build-essential cmake pkg-config python3
       openmpi-bin libopenmpi-dev libopenblas-dev zlib1g-dev
       mpich libmpich-dev python3-torch python3-mpi4py
       dataset-fashion-mnist slurm-wlm munge gnuplot-nox
-      clang libclang-rt-14-dev procps time libsimgrid-dev simgrid)
+      clang libclang-rt-14-dev procps time libsimgrid-dev simgrid fortunes)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,5 +1,6 @@
 /* Datasets: IDX readers (plain or gzip through zlib) with full header validation,
- * Fashion-MNIST from its Debian location, and a seeded synthetic dataset computed on demand. */
+ * Fashion-MNIST from its Debian location, a seeded synthetic dataset computed on demand, and
+ * fixed-length windows over a token stream. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,7 @@
 
 #define IDX_U8 0x08
 
-typedef enum { DS_IDX = 1, DS_SYNTHETIC } ds_kind_t;
+typedef enum { DS_IDX = 1, DS_SYNTHETIC, DS_TOKENS } ds_kind_t;
 
 struct ddp_dataset {
   ds_kind_t kind;
@@ -22,6 +23,10 @@ struct ddp_dataset {
   float lut[256];
   /* synthetic */
   uint64_t seed;
+  /* tokens: the stream (u8 or i32, as given), sample i = window tokens from i * stride */
+  void *tokens;
+  ddp_dtype_t tok_dtype;
+  size_t window, stride;
 };
 
 /* ---- IDX ------------------------------------------------------------------------------ */
@@ -311,12 +316,75 @@ ddp_status_t ddp_dataset_synthetic(const ddp_synthetic_opts_t *opt, ddp_dataset_
   return DDP_OK;
 }
 
+/* ---- token windows -------------------------------------------------------------------- */
+
+ddp_status_t ddp_tokens_opts_default(ddp_tokens_opts_t *opt) {
+  DDP_CHECK_ARG(opt != NULL, "opt is NULL");
+  memset(opt, 0, sizeof *opt);
+  opt->dtype = DDP_U8;
+  opt->window = 2;
+  opt->stride = 1;
+  opt->vocab = 256;
+  return DDP_OK;
+}
+
+ddp_status_t ddp_dataset_tokens(const ddp_tokens_opts_t *opt, ddp_dataset_t **out) {
+  DDP_CHECK_ARG(opt != NULL, "opt is NULL");
+  DDP_CHECK_ARG(out != NULL, "out is NULL");
+  DDP_CHECK_ARG(opt->tokens != NULL, "tokens is NULL");
+  DDP_CHECK_ARG(opt->dtype == DDP_U8 || opt->dtype == DDP_I32,
+                "dtype %d: token streams are u8 (%d) or i32 (%d)", (int)opt->dtype, (int)DDP_U8,
+                (int)DDP_I32);
+  DDP_CHECK_ARG(opt->window >= 1 && opt->window <= ((size_t)1 << 24),
+                "window %zu must be in 1 .. 2^24", opt->window);
+  DDP_CHECK_ARG(opt->stride >= 1, "stride %zu must be >= 1", opt->stride);
+  DDP_CHECK_ARG(opt->vocab >= 1 && opt->vocab <= (1 << 24),
+                "vocab %d must be in 1 .. 2^24 (token ids exact in f32)", opt->vocab);
+  DDP_CHECK_ARG(opt->count >= opt->window && opt->count <= ((uint64_t)1 << 50),
+                "count %llu tokens: need at least one window of %zu (and at most 2^50)",
+                (unsigned long long)opt->count, opt->window);
+  size_t es = opt->dtype == DDP_U8 ? 1 : 4;
+  if (opt->dtype == DDP_I32) {
+    const int32_t *t = opt->tokens;
+    for (uint64_t i = 0; i < opt->count; i++)
+      DDP_CHECK_ARG(t[i] >= 0 && t[i] < opt->vocab, "token %llu is %d, outside 0 .. vocab-1 = %d",
+                    (unsigned long long)i, (int)t[i], opt->vocab - 1);
+  } else {
+    const uint8_t *t = opt->tokens;
+    for (uint64_t i = 0; opt->vocab < 256 && i < opt->count; i++)
+      DDP_CHECK_ARG(t[i] < opt->vocab, "token %llu is %d, outside 0 .. vocab-1 = %d",
+                    (unsigned long long)i, (int)t[i], opt->vocab - 1);
+  }
+  ddp_dataset_t *ds = calloc(1, sizeof(*ds));
+  void *copy = malloc((size_t)opt->count * es);
+  if (ds == NULL || copy == NULL) {
+    free(ds);
+    free(copy);
+    return ddp__error(DDP_ENOMEM, "token dataset: out of memory for %llu tokens",
+                      (unsigned long long)opt->count);
+  }
+  memcpy(copy, opt->tokens, (size_t)opt->count * es);
+  ds->kind = DS_TOKENS;
+  ds->tokens = copy;
+  ds->tok_dtype = opt->dtype;
+  ds->window = opt->window;
+  ds->stride = opt->stride;
+  ds->info.count = (opt->count - opt->window) / opt->stride + 1;
+  ds->info.ndim = 1;
+  ds->info.dims[0] = opt->window;
+  ds->info.sample_elems = opt->window;
+  ds->info.classes = opt->vocab;
+  *out = ds;
+  return DDP_OK;
+}
+
 /* ---- common --------------------------------------------------------------------------- */
 
 ddp_status_t ddp_dataset_destroy(ddp_dataset_t **ds) {
   if (ds != NULL && *ds != NULL) {
     free((*ds)->images);
     free((*ds)->labels);
+    free((*ds)->tokens);
     free(*ds);
     *ds = NULL;
   }
@@ -337,6 +405,19 @@ void ddp__dataset_read(const ddp_dataset_t *ds, uint64_t index, float *x, int32_
     const uint8_t *px = ds->images + (size_t)index * elems;
     for (size_t i = 0; i < elems; i++) x[i] = ds->lut[px[i]];
     if (label) *label = ds->labels[index];
+    return;
+  }
+  if (ds->kind == DS_TOKENS) {
+    size_t first = (size_t)index * ds->stride;
+    if (ds->tok_dtype == DDP_U8) {
+      const uint8_t *t = (const uint8_t *)ds->tokens + first;
+      for (size_t i = 0; i < elems; i++) x[i] = (float)t[i];
+      if (label) *label = t[elems - 1];
+    } else {
+      const int32_t *t = (const int32_t *)ds->tokens + first;
+      for (size_t i = 0; i < elems; i++) x[i] = (float)t[i];
+      if (label) *label = t[elems - 1];
+    }
     return;
   }
   /* One splitmix64 stream per sample, started from a hash of (seed, index): any sample can be

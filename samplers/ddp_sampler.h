@@ -136,6 +136,28 @@ DDP_API ddp_status_t ddp_synthetic_opts_default(ddp_synthetic_opts_t *opt);
 DDP_API ddp_status_t ddp_dataset_synthetic(const ddp_synthetic_opts_t *opt,
                                            ddp_dataset_t **out);
 
+/* Fixed-length windows over a token stream (language-model pretraining): sample i is the
+ * `window` tokens starting at token i * stride, as f32 values (token ids are exact in f32 below
+ * 2^24), and its label is the window's last token. With window = seq + 1 and stride = seq a
+ * sample holds a sequence's inputs (its first seq tokens) and, shifted by one, its targets
+ * (its last seq tokens): the non-overlapping split that llm.c and nanoGPT's loaders make.
+ * count = (tokens - window) / stride + 1 samples. The tokens are copied (1 byte each for u8,
+ * 4 for i32), so the caller's buffer may be freed after creation. */
+typedef struct ddp_tokens_opts {
+  const void *tokens; /* the stream */
+  uint64_t count;     /* tokens in it, >= window */
+  ddp_dtype_t dtype;  /* DDP_U8 (a byte-level tokenizer) or DDP_I32 */
+  size_t window;      /* tokens per sample, 1 .. 2^24 */
+  size_t stride;      /* first token of sample i is i * stride, >= 1 */
+  int vocab;          /* token ids are 0 .. vocab-1 (checked): the dataset's classes */
+} ddp_tokens_opts_t;
+/* Defaults: no tokens, DDP_U8, window 2, stride 1, vocab 256. DDP_EINVAL when opt is NULL. */
+DDP_API ddp_status_t ddp_tokens_opts_default(ddp_tokens_opts_t *opt);
+/* DDP_EINVAL naming the field (tokens NULL, a dtype other than u8/i32, window 0 or above 2^24,
+ * stride 0, vocab < 1 or above 2^24 (f32 exactness), fewer tokens than one window, a token id
+ * outside 0 .. vocab-1, naming its position and value); DDP_ENOMEM. */
+DDP_API ddp_status_t ddp_dataset_tokens(const ddp_tokens_opts_t *opt, ddp_dataset_t **out);
+
 /* Frees the dataset and sets *ds = NULL; NULL / *ds == NULL is a no-op. Destroying a
  * dataset that a live loader uses is the caller's error (destroy the loader first). */
 DDP_API ddp_status_t ddp_dataset_destroy(ddp_dataset_t **ds);

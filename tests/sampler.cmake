@@ -32,3 +32,7 @@ if(TARGET ddp_sampler)
   # The speed targets (index generation < 1 ms, loader >= 10x the training rate) are judged
   # by bench/targets.sh (`ddp_sampler --bench --check`), not here: timing on shared machines.
 endif()
+
+# Token-window datasets (language-model samples) through the sampler and the loader.
+ddp_add_test_exe(sampler_tokens sampler_tokens.c)
+ddp_add_mpi_test(NAME sampler_tokens PROGRAM sampler_tokens NP 1 2 LABELS quick gpt)

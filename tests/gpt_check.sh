@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# End-to-end checks of gpt_train, run by ctest (tests/gpt.cmake).
+#   gpt_check.sh MODE NP LAUNCH GPT_TRAIN PYTHON TORCH_GPT SCRATCH
+# MODE: torch   gpt_train at NP ranks (NP 2: with --accum 2) against PyTorch
+#               (bench/peers/torch_gpt.py --check): the first 20 steps' losses within 1e-4
+#               relative, step 1's averaged gradients within 1e-5 per tensor (max |diff| /
+#               max |torch|), same initial weights (--dump-init) and the same batches
+#       determ  --deterministic 4 at np 1, 2 and 4 (global batch 8): the same per-step losses
+#               and the same CRC of the final parameters
+#       variants at NP ranks, --recompute and --zero 1 / 2 against the plain run: the same
+#               per-step losses and final parameters, bit for bit (recomputing a block repeats
+#               the same arithmetic; a shard's reduce-scatter sums what the allreduce sums)
+# Small sizes: 2 layers, 4 heads, 64 dims, 96 tokens (two attention tiles of gpt.c: 64 + 32).
+# A missing PyTorch is a failure unless MPIDDP_SKIP_TORCH=1 (then 77); the corpus is Debian's
+# `fortunes` (ci/setup.sh installs it).
+set -uo pipefail
+mode=$1 np=$2 train=$4 py=$5 torch_gpt=$6 scratch=$7
+launch=("$(realpath "$3")")
+mkdir -p "$scratch"
+cd "$scratch" || exit 1
+say() { echo "gpt_check[$mode]: $*"; }
+fail=0
+bad() { echo "gpt_check[$mode]: FAIL: $*" >&2; fail=1; }
+corpus=/usr/share/games/fortunes
+if [ ! -d "$corpus" ]; then
+  bad "$corpus is missing: install Debian's package fortunes (ci/setup.sh does)"
+  exit 1
+fi
+model=(--layers 2 --heads 4 --dim 64 --seq 96 --lr 1e-3 --warmup 5 --val-every 0 --log-every 10)
+
+case $mode in
+torch)
+  if ! "$py" -c "import torch" 2>/dev/null; then
+    if [ "${MPIDDP_SKIP_TORCH:-0}" = 1 ]; then
+      say "SKIP: $py cannot import torch and MPIDDP_SKIP_TORCH=1"
+      exit 77
+    fi
+    bad "$py cannot import torch: install python3-torch (ci/setup.sh does) or set MPIDDP_SKIP_TORCH=1"
+    exit 1
+  fi
+  accum=$((np > 1 ? 2 : 1))
+  rm -f "init$np.bin" "grads$np.bin" "steps$np.log"
+  "${launch[@]}" -n "$np" "$train" "${model[@]}" --batch 4 --accum $accum --steps 20 \
+    --dump-init "init$np.bin" --dump-grads "grads$np.bin" --log-steps "steps$np.log" \
+    >"train$np.out" 2>&1 || bad "gpt_train np=$np exited with $?: $(tail -3 "train$np.out")"
+  [ "$(wc -l <"steps$np.log" 2>/dev/null)" = 20 ] || bad "np=$np: 20 step lines expected in steps$np.log"
+  "$py" "$torch_gpt" --check --init "init$np.bin" --grads "grads$np.bin" --log "steps$np.log" \
+    --np "$np" --batch 4 --accum $accum --steps 20 --total-steps 20 --lr 1e-3 --warmup 5 \
+    >"torch$np.out" 2>&1
+  rc=$?
+  cat "torch$np.out"
+  [ $rc = 0 ] || bad "np=$np: PyTorch disagrees (torch_gpt.py exited $rc)"
+  ;;
+determ)
+  for n in 1 2 4; do
+    rm -f "det$n.log"
+    "${launch[@]}" -n $n "$train" "${model[@]}" --batch $((8 / n)) --steps 8 --deterministic 4 \
+      --log-steps "det$n.log" >"det$n.out" 2>&1 || bad "np=$n exited with $?: $(tail -3 "det$n.out")"
+    grep -q "deterministic, 4 lanes ($((4 / n)) per rank)" "det$n.out" || bad "np=$n: mode line missing"
+  done
+  for n in 2 4; do
+    cmp -s det1.log "det$n.log" || bad "np=$n step losses differ from np=1: $(diff det1.log "det$n.log" | head -3)"
+    a=$(grep 'final parameters' det1.out) b=$(grep 'final parameters' "det$n.out")
+    [ -n "$a" ] && [ "$a" = "$b" ] || bad "np=$n final parameters differ: '$a' vs '$b'"
+  done
+  [ $fail = 0 ] && say "np=1,2,4 identical: $(grep 'final parameters' det1.out)"
+  ;;
+variants)
+  run() { # name, options...
+    local name=$1
+    shift
+    rm -f "$name.log"
+    "${launch[@]}" -n "$np" "$train" "${model[@]}" --batch 4 --steps 6 --log-steps "$name.log" "$@" \
+      >"$name.out" 2>&1 || bad "$name exited with $?: $(tail -3 "$name.out")"
+  }
+  run plain
+  run recompute --recompute
+  grep -q "with --recompute" recompute.out || bad "recompute: header line missing"
+  for z in 1 2; do run "zero$z" --zero "$z"; done
+  for v in recompute zero1 zero2; do
+    cmp -s plain.log "$v.log" || bad "$v step losses differ from the plain run: $(diff plain.log "$v.log" | head -3)"
+    a=$(grep 'final parameters' plain.out) b=$(grep 'final parameters' "$v.out")
+    [ -n "$a" ] && [ "$a" = "$b" ] || bad "$v final parameters differ: '$a' vs '$b'"
+  done
+  [ $fail = 0 ] && say "np=$np plain, --recompute, --zero 1, --zero 2 identical: $(grep 'final parameters' plain.out)"
+  ;;
+*)
+  bad "unknown mode $mode"
+  ;;
+esac
+exit $fail
