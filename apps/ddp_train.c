@@ -20,6 +20,7 @@
 #include "app_check.h"
 #include "checkpoint.h"
 #include "ckpt_dir.h"
+#include "train_elastic.h"
 #include "ddp.h"
 #include "fmnist.h"
 #include "train_model.h"
@@ -73,6 +74,7 @@ typedef struct opts {
   int progress; /* -1 auto, 0 off, 1 on */
   train_optim_kind_t optim; /* --optim */
   int zero;                 /* --zero 0|1|2 */
+  int elastic_batch;        /* --elastic-batch: another world size may change the global batch */
 } opts_t;
 
 static void usage(FILE *f) {
@@ -118,7 +120,11 @@ static void usage(FILE *f) {
           "  --threads N              OpenBLAS threads per rank (default 1)\n"
           "  --checkpoint FILE        save model, optimizer, sampler position and RNG (rank 0)\n"
           "  --checkpoint-every N     ... every N steps (default: at the end of each epoch)\n"
-          "  --resume FILE            continue from a checkpoint (same -np, --batch, --seed)\n"
+          "  --resume FILE            continue from a checkpoint (same --seed; same -np and\n"
+          "                           --batch, or another -np with the checkpoint's global\n"
+          "                           batch: per-rank batch x accumulation chosen to match)\n"
+          "  --elastic-batch          another -np whose ranks cannot split the global batch\n"
+          "                           evenly: take the closest one instead of refusing\n"
           "  --checkpoint-dir DIR     numbered checkpoints in DIR (instead of --checkpoint), a\n"
           "                           pointer DIR/LATEST to the newest complete one, and the\n"
           "                           newest --keep K kept (default 2); SIGTERM or SIGUSR1 then\n"
@@ -317,6 +323,8 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
     } else if (FLAG("--log-steps")) {
       if (parse_str(a, v, "a file", &o->log_steps, quiet)) return -1;
       i++;
+    } else if (FLAG("--elastic-batch")) {
+      o->elastic_batch = 1;
     } else if (FLAG("--no-progress")) {
       o->progress = 0;
     } else if (FLAG("--progress")) {
@@ -405,9 +413,15 @@ struct trainer {
   train_optim_t *opt;    /* --zero: created at the first update, over this rank's shard */
   size_t shard_begin[TM_MAX_PARAMS], shard_count[TM_MAX_PARAMS]; /* the range of each tensor
                             the optimizer updates: all of it, or (--zero) this rank's shard */
-  float *resume_state;   /* --zero --resume: the file's full optimizer state until the shard is
+  void *resume_buf;      /* --zero --resume: the checkpoint (resume_view) until the shard is
                             known (the reducer fixes it at the first finish) */
-  uint64_t resume_optim_steps;
+  ckpt_view_t resume_view;
+  /* Resumed at another world size (train_elastic.h): the plan, and the checkpoint's world and
+   * per-rank batch; o.batch is then the plan's batch x accum. */
+  int elastic;
+  elastic_plan_t eplan;
+  int from_world;
+  uint64_t from_batch;
   double *lane_blk;      /* --deterministic --zero: this rank's block of the f64 reduce-scatter */
   size_t lane_len;       /* grad64 elements (padded to a multiple of the ranks with --zero) */
   train_scaler_t scaler;
@@ -475,21 +489,12 @@ static size_t lane_blk_elems(const trainer_t *t) {
 static int ensure_optim(trainer_t *t) {
   train_model_t *m = &t->m;
   if (t->opt) return 0;
-  size_t lo = 0, hi = m->total;
-  if (t->o.zero && t->o.sync == SYNC_LANES) {
-    lo = lane_blk_elems(t) * (size_t)t->rank;
-    hi = lo + lane_blk_elems(t);
-    lo = lo < m->total ? lo : m->total;
-    hi = hi < m->total ? hi : m->total;
-  }
-  for (size_t i = 0, off = 0; i < m->nparams; off += m->count[i], i++) {
-    if (t->o.zero && t->o.sync == SYNC_REDUCER) {
+  if (t->o.zero && t->o.sync == SYNC_REDUCER) {
+    for (size_t i = 0; i < m->nparams; i++)
       APP_CHECK(ddp_reducer_shard_range(t->reducer, i, &t->shard_begin[i], &t->shard_count[i]));
-    } else {
-      size_t a = lo > off ? lo : off, e = hi < off + m->count[i] ? hi : off + m->count[i];
-      t->shard_begin[i] = e > a ? a - off : 0;
-      t->shard_count[i] = e > a ? e - a : 0;
-    }
+  } else { /* the whole model, or (--zero, --deterministic) this rank's block of it */
+    elastic_flat_shard(m->count, m->nparams, t->o.zero ? t->size : 1, t->o.zero ? t->rank : 0,
+                       t->shard_begin, t->shard_count);
   }
   train_optim_opts_t oo;
   optim_opts(&t->o, &oo);
@@ -497,16 +502,22 @@ static int ensure_optim(trainer_t *t) {
     fprintf(stderr, "ddp_train: out of memory for the optimizer\n");
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  if (t->resume_state) {
-    for (size_t k = 0; k < train_optim_nstate(t->opt); k++) {
-      float *const *dst = train_optim_state_buf(t->opt, k);
-      for (size_t i = 0, off = 0; i < m->nparams; off += m->count[i], i++)
-        memcpy(dst[i], t->resume_state + k * m->total + off + t->shard_begin[i],
-               t->shard_count[i] * sizeof(float));
+  if (t->resume_buf) { /* the file's full state, at any world size: this rank's ranges of it */
+    float *dst[CKPT_MAX_STATE * TM_MAX_PARAMS];
+    size_t nst = train_optim_nstate(t->opt);
+    for (size_t k = 0; k < nst; k++)
+      for (size_t i = 0; i < m->nparams; i++) dst[k * m->nparams + i] = train_optim_state_buf(t->opt, k)[i];
+    char err[512];
+    ckpt_view_t v = t->resume_view;
+    v.st.nstate = (uint32_t)nst; /* a stateless SGD takes none of the file's zeros */
+    if (elastic_take_shard(t->resume_buf, &v, t->shard_begin, t->shard_count, m->nparams, dst,
+                           err, sizeof err) != 0) {
+      fprintf(stderr, "ddp_train: rank %d: resume: %s\n", t->rank, err);
+      MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    train_optim_set_steps(t->opt, t->resume_optim_steps);
-    free(t->resume_state);
-    t->resume_state = NULL;
+    train_optim_set_steps(t->opt, t->resume_view.st.optim_steps);
+    free(t->resume_buf);
+    t->resume_buf = NULL;
   }
   return 0;
 }
@@ -808,6 +819,29 @@ static int setup_model(trainer_t *t) {
   return 0;
 }
 
+/* The batch plan for a checkpoint of another world size (train_elastic.h). --deterministic
+ * computes lane by lane, so a step's samples may be any split b' x a' (its micro-batches are one
+ * pass over the lanes, whose sizes do not change); the other exchanges have no gradient
+ * accumulation: a' = 1 and b' within the model's batch (this run's --batch). Every rank gets
+ * the same plan from the same header. Returns 0, or -1 with the reason in err. */
+static int elastic_plan_for(const trainer_t *t, const ckpt_view_t *v, elastic_plan_t *p,
+                            char *err, size_t errlen) {
+  int lanes = t->o.sync == SYNC_LANES;
+  if (elastic_plan(v->st.world, v->st.batch, 1, t->size, lanes ? 0 : (uint64_t)t->m.max_batch,
+                   lanes ? 0 : 1, t->o.elastic_batch, p, err, errlen) != 0)
+    return -1;
+  if (lanes) { /* a lane's samples must fit the model's batch */
+    uint64_t per = (uint64_t)(t->o.lanes / t->size), mine = p->batch * p->accum;
+    if ((mine + per - 1) / per > (uint64_t)t->m.max_batch) {
+      snprintf(err, errlen, "%llu samples per rank in %llu lanes need a batch of %llu, this run's "
+               "--batch is %d", (unsigned long long)mine, (unsigned long long)per,
+               (unsigned long long)((mine + per - 1) / per), t->m.max_batch);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 /* Rank 0: the checkpoint to resume from, into *buf / *view: --resume FILE, or --resume auto:
  * the newest of --checkpoint-dir that validates (ckdir_candidates' order), falling back past
  * damaged ones and saying so, or --checkpoint FILE when it exists. A checkpoint of another
@@ -849,10 +883,16 @@ static int pick_resume(trainer_t *t, void **buf, size_t *bytes, ckpt_view_t *vie
       }
       continue;
     }
-    if (ckpt_check_compatible(*buf, view, o->model, m->count, (uint32_t)m->nparams, t->size,
-                              (uint64_t)o->batch, o->seed, err, sizeof err) != 0 ||
+    /* Another world size: the global batch is kept (elastic_plan_for), not the per-rank one. */
+    int same = view->st.world == t->size;
+    elastic_plan_t plan;
+    if (ckpt_check_compatible(*buf, view, o->model, m->count, (uint32_t)m->nparams,
+                              same ? t->size : view->st.world,
+                              same ? (uint64_t)o->batch : view->st.batch, o->seed, err,
+                              sizeof err) != 0 ||
         ckpt_check_optim(view, (uint32_t)o->optim, train_optim_name(o->optim), ckpt_nstate(o), err,
-                         sizeof err) != 0) {
+                         sizeof err) != 0 ||
+        (!same && elastic_plan_for(t, view, &plan, err, sizeof err) != 0)) {
       fprintf(stderr, "ddp_train: cannot resume from %s: %s\n", path, err);
       free(*buf);
       *buf = NULL;
@@ -906,18 +946,29 @@ static int resume(trainer_t *t) {
   }
   ckpt_copy_floats(buf, view.params_off, m->param_block, m->total);
   /* The file holds the full state: restored at once, or (--zero) kept until the optimizer is
-   * created over this rank's shard and takes its range (ensure_optim). */
-  size_t nst = t->opt ? train_optim_nstate(t->opt) : ckpt_nstate(o);
+   * created over this rank's shard, of this run's world size, and takes its ranges
+   * (ensure_optim). */
   if (t->opt && train_optim_state_block(t->opt))
-    ckpt_copy_floats(buf, view.state_off, train_optim_state_block(t->opt), nst * m->total);
+    ckpt_copy_floats(buf, view.state_off, train_optim_state_block(t->opt),
+                     train_optim_nstate(t->opt) * m->total);
   if (t->opt) train_optim_set_steps(t->opt, view.st.optim_steps);
-  if (!t->opt) {
-    t->resume_state = alloc_or_abort(sizeof(float) * nst * m->total);
-    ckpt_copy_floats(buf, view.state_off, t->resume_state, nst * m->total);
-    t->resume_optim_steps = view.st.optim_steps;
-  }
   t->start_epoch = view.st.epoch;
   t->start_step = view.st.step_in_epoch;
+  if (view.st.world != t->size) {
+    /* Elastic: the same global batch (o.batch becomes b' x a' per rank, the loader's), so
+     * global step s still covers samples [s B, (s + 1) B) of the epoch's order; a changed
+     * global batch (--elastic-batch) starts at the step that repeats rather than skips. */
+    if (elastic_plan_for(t, &view, &t->eplan, err, sizeof err) != 0) { /* rank 0 checked it */
+      fprintf(stderr, "ddp_train: rank %d: %s\n", t->rank, err);
+      MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    t->elastic = 1;
+    t->from_world = view.st.world;
+    t->from_batch = view.st.batch;
+    t->o.batch = (long)(t->eplan.batch * t->eplan.accum);
+    if (!t->eplan.exact)
+      t->start_step = view.st.step_in_epoch * t->eplan.old_global / t->eplan.global_batch;
+  }
   t->global_step = view.st.global_step;
   t->rng = view.st.rng;
   t->resume_loss_sum = view.st.loss_sum;
@@ -926,7 +977,8 @@ static int resume(trainer_t *t) {
     t->scaler.scale = view.st.loss_scale;
     t->scaler.clean = view.st.scale_clean;
   }
-  free(buf);
+  if (t->opt) free(buf);
+  else t->resume_buf = buf, t->resume_view = view; /* for ensure_optim */
   return 0;
 }
 
@@ -1131,6 +1183,13 @@ static void print_header(const trainer_t *t) {
     printf("# resumed from %s at epoch %llu step %llu (global step %llu)\n", t->resume_path,
            (unsigned long long)t->start_epoch + 1, (unsigned long long)t->start_step,
            (unsigned long long)t->global_step);
+  if (t->elastic) {
+    char line[512];
+    elastic_describe(t->from_world, t->from_batch, 1, &t->eplan, line, sizeof line);
+    printf("# %s%s%s\n", line, o->zero ? "; optimizer state re-partitioned" : "",
+           o->sync == SYNC_LANES && t->eplan.accum > 1 ? "; --deterministic: a step's micro-batches "
+           "are one pass over its lanes" : "");
+  }
   printf("%5s %11s %9s %11s %8s\n", "epoch", "train_loss", "test_acc", "samples/s", "time_s");
   fflush(stdout);
 }
@@ -1466,7 +1525,7 @@ static int cleanup(trainer_t *t) {
   train_optim_destroy(&t->opt);
   free(t->grad64);
   free(t->lane_blk);
-  free(t->resume_state);
+  free(t->resume_buf);
   free(t->lane_x);
   free(t->lane_y);
   free(t->xbuf);
