@@ -1096,41 +1096,39 @@ static int prepare_restarts(trainer_t *t) {
   return train_restart_init(&t->rst, &ro, t->comm);
 }
 
-/* One epoch: the steps (from the resume position in the first), mid-epoch checkpoints,
- * --stop-after and stopping on request (a checkpoint of the agreed step); then the epoch's
- * loss, the evaluation, rank 0's line and the end-of-epoch checkpoint. *stopped: --stop-after
- * or a signal (t->rst.stop_sig) ended the run. */
-static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) {
+/* Where an epoch stands: batches done (from the resume position in the first), the running
+ * loss sum of the ranks' means and its step count, samples seen here, the last learning rate. */
+typedef struct epoch_pos {
+  uint64_t done, loss_steps, samples;
+  double loss_sum, lr;
+} epoch_pos_t;
+
+/* The steps of one epoch from p->done on, mid-epoch checkpoints, --stop-after and stopping on
+ * request (t->rst.stop_sig). *stopped: one of those ended the run. */
+static int run_steps(trainer_t *t, uint64_t epoch, epoch_pos_t *p, int *stopped) {
   const opts_t *o = &t->o;
-  double t0 = train_now();
-  APP_CHECK(ddp_loader_start_epoch(t->loader, epoch));
-  int first_epoch = epoch == t->start_epoch;
-  uint64_t first = first_epoch ? t->start_step : 0;
-  double loss_sum = first_epoch ? t->resume_loss_sum : 0.0;
-  uint64_t loss_steps = first_epoch ? t->resume_loss_steps : 0;
   ddp_batch_t b;
-  for (uint64_t s = 0; s < first; s++) APP_CHECK(ddp_loader_next(t->loader, &b)); /* skip done */
-  double lr = 0.0;
-  uint64_t samples = 0, done = first;
-  for (uint64_t s = first; s < t->steps; s++) {
+  for (uint64_t s = 0; s < p->done; s++) APP_CHECK(ddp_loader_next(t->loader, &b)); /* skip done */
+  for (uint64_t s = p->done; s < t->steps; s++) {
     APP_CHECK(ddp_loader_next(t->loader, &b));
     if (b.count == 0) break;
     double loss = 0.0;
-    lr = train_lr(o->lr, t->global_step, t->warmup, t->total_steps);
-    if (t->step(t, &b, (float)lr, &loss) != 0) return 1;
+    p->lr = train_lr(o->lr, t->global_step, t->warmup, t->total_steps);
+    if (t->step(t, &b, (float)p->lr, &loss) != 0) return 1;
     t->global_step++;
-    done = s + 1;
+    p->done = s + 1;
     int stop = 0;
-    loss_sum += train_restart_agree(&t->rst, loss, &stop); /* the ranks' mean: the same on every rank */
-    loss_steps++;
-    samples += b.count;
+    p->loss_sum += train_restart_agree(&t->rst, loss, &stop); /* the ranks' mean: the same on every rank */
+    p->loss_steps++;
+    p->samples += b.count;
     if (t->steplog) {
-      fprintf(t->steplog, "%llu %.9g %.9g\n", (unsigned long long)t->global_step, loss, lr);
+      fprintf(t->steplog, "%llu %.9g %.9g\n", (unsigned long long)t->global_step, loss, p->lr);
       fflush(t->steplog); /* a run killed at any step leaves every step it finished */
     }
     if (t->progress && (s % 20 == 0 || s + 1 == t->steps)) {
       printf("\r  epoch %llu [%5llu/%5llu] loss %.4f", (unsigned long long)epoch + 1,
-             (unsigned long long)s + 1, (unsigned long long)t->steps, loss_sum / (double)loss_steps);
+             (unsigned long long)s + 1, (unsigned long long)t->steps,
+             p->loss_sum / (double)p->loss_steps);
       fflush(stdout);
     }
     if ((o->checkpoint || o->checkpoint_dir) && o->checkpoint_every &&
@@ -1139,39 +1137,55 @@ static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) 
       /* Mid-epoch position: this epoch, s + 1 batches done; the loss sum (of the ranks'
        * means) is the same on every rank, so every rank resumes with the same value. */
       gpu_download(t, 1);
-      save_checkpoint(t, epoch, s + 1, loss_sum, loss_steps);
+      save_checkpoint(t, epoch, s + 1, p->loss_sum, p->loss_steps);
     }
-    if (stop) {
-      t->rst.stop_sig = stop;
-      *stopped = 1;
-      break;
-    }
-    if (o->stop_after && t->global_step >= (uint64_t)o->stop_after) {
+    if (stop) t->rst.stop_sig = stop;
+    if (stop || (o->stop_after && t->global_step >= (uint64_t)o->stop_after)) {
       *stopped = 1;
       break;
     }
   }
+  return 0;
+}
+
+/* The run stopped mid-epoch. On request every rank is here after the same step: rank 0 writes
+ * its position (unless the --checkpoint-every save of this very step just did). */
+static void report_stop(trainer_t *t, uint64_t epoch, const epoch_pos_t *p) {
+  if (!t->rst.stop_sig) {
+    if (t->rank == 0) printf("# stopped after global step %llu (--stop-after)\n", (unsigned long long)t->global_step);
+    return;
+  }
+  int ok = t->rst.saved_ok;
+  if (t->rst.saved_step != t->global_step)
+    ok = save_checkpoint(t, epoch, p->done, p->loss_sum, p->loss_steps) == 0;
+  char where[96];
+  snprintf(where, sizeof where, "epoch %llu, step %llu", (unsigned long long)epoch + 1,
+           (unsigned long long)p->done);
+  train_restart_print_stop(&t->rst, t->global_step, where, ok);
+}
+
+/* One epoch: the steps, then (unless stopped: report_stop) the epoch's loss, the evaluation,
+ * rank 0's line and the end-of-epoch checkpoint. *stopped: --stop-after or a signal
+ * (t->rst.stop_sig) ended the run. */
+static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) {
+  const opts_t *o = &t->o;
+  double t0 = train_now();
+  APP_CHECK(ddp_loader_start_epoch(t->loader, epoch));
+  int first_epoch = epoch == t->start_epoch;
+  epoch_pos_t p = {.done = first_epoch ? t->start_step : 0,
+                   .loss_sum = first_epoch ? t->resume_loss_sum : 0.0,
+                   .loss_steps = first_epoch ? t->resume_loss_steps : 0};
+  if (run_steps(t, epoch, &p, stopped) != 0) return 1;
   double t_train = train_now() - t0;
   gpu_download(t, 0); /* evaluation, checkpoint and the final CRC read the host copy */
   if (params_sync(t) != 0) return 1; /* --zero: the last update's allgather */
   if (t->progress) printf("\r\033[K");
-  if (*stopped && t->rst.stop_sig) {
-    /* Every rank is here after the same step: rank 0 writes its position (unless the
-     * --checkpoint-every save of this very step just did). */
-    int ok = t->rst.saved_ok;
-    if (t->rst.saved_step != t->global_step) ok = save_checkpoint(t, epoch, done, loss_sum, loss_steps) == 0;
-    char where[96];
-    snprintf(where, sizeof where, "epoch %llu, step %llu", (unsigned long long)epoch + 1,
-             (unsigned long long)done);
-    train_restart_print_stop(&t->rst, t->global_step, where, ok);
-    return 0;
-  }
   if (*stopped) {
-    if (t->rank == 0) printf("# stopped after global step %llu (--stop-after)\n", (unsigned long long)t->global_step);
+    report_stop(t, epoch, &p);
     return 0;
   }
-  double epoch_loss = loss_steps ? loss_sum / (double)loss_steps : 0.0;
-  int64_t lsamples = (int64_t)samples, gsamples = 0; /* watchdog-covered, as evaluate() */
+  double epoch_loss = p.loss_steps ? p.loss_sum / (double)p.loss_steps : 0.0;
+  int64_t lsamples = (int64_t)p.samples, gsamples = 0; /* watchdog-covered, as evaluate() */
   APP_CHECK(ddp_allreduce(t->comm, &lsamples, &gsamples, 1, DDP_I64, DDP_SUM, NULL));
   *acc = evaluate(t);
   double t_epoch = train_now() - t0;
@@ -1182,7 +1196,7 @@ static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) 
     fflush(stdout);
     if (t->metrics) {
       fprintf(t->metrics, "%llu,%llu,%.9g,%.6f,%.1f,%.3f,%.6g\n", (unsigned long long)epoch + 1,
-              (unsigned long long)t->global_step, epoch_loss, *acc, sps, t_epoch, lr);
+              (unsigned long long)t->global_step, epoch_loss, *acc, sps, t_epoch, p.lr);
       fflush(t->metrics);
     }
   }
