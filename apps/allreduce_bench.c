@@ -32,11 +32,13 @@
  *            sweep takes half the time with one)
  *   -J FILE  JSON records (also --json FILE)
  * Exit status 1 if any result was wrong. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "app_opts.h"
 #include "ddp.h"
 
 enum { C_ALLREDUCE, C_BROADCAST, C_ALLGATHER, C_REDUCESCATTER };
@@ -69,10 +71,11 @@ static int rank_, size_;
 static ddp_comm_t *comm_ = NULL;
 static MPI_Comm raw_comm;
 
-static int parse_size(const char *s, size_t *out) {
+/* A byte count with an optional K/M/G suffix (and B): 8, 64M, 1.5G, 256KB. */
+static int parse_size(const char *s, void *target) {
   char *end = NULL;
   double v = strtod(s, &end);
-  if (end == s || v < 0) return -1;
+  if (end == s || !(v >= 0)) return -1;
   switch (*end) {
     case 'k': case 'K': v *= 1024; end++; break;
     case 'm': case 'M': v *= 1024 * 1024; end++; break;
@@ -80,9 +83,17 @@ static int parse_size(const char *s, size_t *out) {
     default: break;
   }
   if (*end == 'B' || *end == 'b') end++;
-  if (*end) return -1;
-  *out = (size_t)v;
+  if (*end || !(v < 0x1p63)) return -1;
+  *(size_t *)target = (size_t)v;
   return 0;
+}
+
+static int parse_dtype(const char *s, void *target) {
+  return ddp_dtype_parse(s, (ddp_dtype_t *)target) == DDP_OK ? 0 : -1;
+}
+
+static int parse_op(const char *s, void *target) {
+  return ddp_op_parse(s, (ddp_op_t *)target) == DDP_OK ? 0 : -1;
 }
 
 static void usage(void) {
@@ -93,65 +104,35 @@ static void usage(void) {
                     "[-J file.json]\n");
 }
 
+/* Returns 0 ok, -2 help printed, -1 error (said on rank 0). */
 static int parse_args(int argc, char **argv, args_t *a) {
-  a->minb = 8;
-  a->maxb = (size_t)64 << 20;
-  a->factor = 4;
-  a->iters = 20;
-  a->warmup = 5;
-  a->check = 1;
-  a->dtype = DDP_F32;
-  a->op = DDP_SUM;
-  a->coll = C_ALLREDUCE;
-  a->mem = M_HOST;
-  a->algos[0] = '\0';
-  a->budget = 2.0;
-  a->reps = 1;
-  a->place = 3;
-  a->json = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(f, "-h") || !strcmp(f, "--help")) return usage(), -2;
-    if (!v) {
-      if (rank_ == 0) fprintf(stderr, "allreduce_bench: %s needs a value\n", f);
-      return -1;
-    }
-    i++;
-    int bad = 0;
-    if (!strcmp(f, "-b")) bad = parse_size(v, &a->minb);
-    else if (!strcmp(f, "-e")) bad = parse_size(v, &a->maxb);
-    else if (!strcmp(f, "-f")) bad = (a->factor = atof(v)) < 1.0001;
-    else if (!strcmp(f, "-n")) bad = (a->iters = atoi(v)) < 1;
-    else if (!strcmp(f, "-w")) bad = (a->warmup = atoi(v)) < 0;
-    else if (!strcmp(f, "-c")) a->check = atoi(v) != 0;
-    else if (!strcmp(f, "-t")) bad = (a->budget = atof(v)) <= 0;
-    else if (!strcmp(f, "-R")) bad = (a->reps = atoi(v)) < 1;
-    else if (!strcmp(f, "-d")) bad = ddp_dtype_parse(v, &a->dtype) != DDP_OK;
-    else if (!strcmp(f, "-o")) bad = ddp_op_parse(v, &a->op) != DDP_OK;
-    else if (!strcmp(f, "-A")) bad = snprintf(a->algos, sizeof a->algos, "%s", v) >= (int)sizeof a->algos;
-    else if (!strcmp(f, "-J") || !strcmp(f, "--json")) a->json = v;
-    else if (!strcmp(f, "-P"))
-      bad = (a->place = !strcmp(v, "both") ? 3 : !strcmp(v, "in") ? 2 : !strcmp(v, "out") ? 1 : 0) == 0;
-    else if (!strcmp(f, "-C")) {
-      a->coll = -1;
-      for (int k = 0; k < 4; k++)
-        if (!strcmp(v, coll_names[k])) a->coll = k;
-      if (!strcmp(v, "reduce_scatter")) a->coll = C_REDUCESCATTER;
-      bad = a->coll < 0;
-    } else if (!strcmp(f, "-M")) {
-      if (!strcmp(v, "host")) a->mem = M_HOST;
-      else if (!strcmp(v, "shared")) a->mem = M_SHARED;
-      else if (!strcmp(v, "cuda")) a->mem = M_CUDA;
-      else bad = 1;
-    } else {
-      if (rank_ == 0) fprintf(stderr, "allreduce_bench: unknown flag %s\n", f);
-      usage();
-      return -1;
-    }
-    if (bad) {
-      if (rank_ == 0) fprintf(stderr, "allreduce_bench: bad value '%s' for %s\n", v, f);
-      return -1;
-    }
+  *a = (args_t){.minb = 8, .maxb = (size_t)64 << 20, .factor = 4, .iters = 20, .warmup = 5,
+                .check = 1, .dtype = DDP_F32, .op = DDP_SUM, .coll = C_ALLREDUCE, .mem = M_HOST,
+                .budget = 2.0, .reps = 1, .place = 3};
+  static const char *const colls[] = {"allreduce", "broadcast", "allgather", "reducescatter",
+                                      "reduce_scatter", NULL},
+                           *const mems[] = {"host", "shared", "cuda", NULL},
+                           *const places[] = {"both", "in", "out", NULL};
+  static const int coll_ids[] = {C_ALLREDUCE, C_BROADCAST, C_ALLGATHER, C_REDUCESCATTER, C_REDUCESCATTER},
+                   mem_ids[] = {M_HOST, M_SHARED, M_CUDA}, place_bits[] = {3, 2, 1};
+  const char *algos = NULL;
+  const app_opt_t table[] = {
+      APP_CUSTOM("-b", &a->minb, parse_size, "a size in bytes (K, M, G suffixes)"),
+      APP_CUSTOM("-e", &a->maxb, parse_size, "a size in bytes (K, M, G suffixes)"),
+      APP_DOUBLE("-f", &a->factor, 1.0001, 1e30), APP_INT("-n", &a->iters, 1, INT_MAX),
+      APP_INT("-w", &a->warmup, 0, INT_MAX), APP_INT("-c", &a->check, 0, 1),
+      APP_DOUBLE("-t", &a->budget, 1e-6, 1e30), APP_INT("-R", &a->reps, 1, INT_MAX),
+      APP_CUSTOM("-d", &a->dtype, parse_dtype, "a type (f32 f64 f16 bf16 i32 i64 u8)"),
+      APP_CUSTOM("-o", &a->op, parse_op, "an op (sum avg min max prod)"),
+      APP_ENUM("-C", &a->coll, colls, coll_ids), APP_STR("-A", &algos),
+      APP_ENUM("-M", &a->mem, mems, mem_ids), APP_ENUM("-P", &a->place, places, place_bits),
+      APP_STR("-J|--json", &a->json), APP_OPTS_END};
+  int pr = app_opts_parse("allreduce_bench", table, argc, argv, rank_ == 0 ? stderr : NULL);
+  if (pr == APP_OPTS_HELP) return usage(), -2;
+  if (pr != APP_OPTS_OK) return -1;
+  if (algos && snprintf(a->algos, sizeof a->algos, "%s", algos) >= (int)sizeof a->algos) {
+    if (rank_ == 0) fprintf(stderr, "allreduce_bench: -A: the list is longer than %zu characters\n", sizeof a->algos - 1);
+    return -1;
   }
   if (a->minb > a->maxb) {
     if (rank_ == 0) fprintf(stderr, "allreduce_bench: -b %zu is above -e %zu\n", a->minb, a->maxb);
