@@ -29,6 +29,7 @@
 
 #include "app_blas.h"
 #include "app_check.h"
+#include "app_opts.h"
 #include "ddp.h"
 #include "train_model.h"
 #include "train_optim.h"
@@ -94,19 +95,81 @@ static void usage(void) {
           "                 [--optim sgd|adamw] [--zero 0|1|2[,...]] [--no-check]\n");
 }
 
-static int parse_layers(const char *s, int *sizes, int *n) {
-  *n = 0;
-  while (*s && *n < 16) {
+/* --layers 784,2048,...,10: at least two sizes, each in 1 .. 2^20, at most 16. */
+static int parse_layers(const char *s, void *target) {
+  bench_t *b = target;
+  b->nsizes = 0;
+  while (*s && b->nsizes < 16) {
     char *end = NULL;
     errno = 0;
     long v = strtol(s, &end, 10);
     if (end == s || errno || v < 1 || v > 1 << 20) return -1;
-    sizes[(*n)++] = (int)v;
+    b->sizes[b->nsizes++] = (int)v;
     if (*end == ',') end++;
     else if (*end) return -1;
     s = end;
   }
-  return *n >= 2 ? 0 : -1;
+  return b->nsizes >= 2 && !*s ? 0 : -1;
+}
+
+static int parse_algo(const char *s, void *target) {
+  return ddp_algo_parse(s, (ddp_algo_t *)target) == DDP_OK ? 0 : -1;
+}
+
+/* The command line beyond bench_t: the base configuration and what to run beside it. */
+typedef struct cli {
+  cfg_t base;
+  const char *json;
+  int sweep;
+  int zeros[3], nzero; /* --zero 0,1,2: one configuration per mode */
+} cli_t;
+
+static int parse_zero_list(const char *v, void *target) {
+  cli_t *c = target;
+  c->nzero = 0;
+  for (const char *q = v; *q;) {
+    if (*q < '0' || *q > '2' || c->nzero == 3) return -1;
+    c->zeros[c->nzero++] = *q - '0';
+    q++;
+    if (*q == ',') q++;
+    else if (*q) return -1;
+  }
+  return c->nzero ? 0 : -1;
+}
+
+/* Returns 0 ok, 1 help printed, -1 error (said, with the usage, on every process: this runs
+ * before MPI starts). */
+static int parse_args(int argc, char **argv, bench_t *b, cli_t *c) {
+  b->steps = 30, b->warmup = 5, b->batch = 64, b->lr = 0.01f;
+  static const int mlp[] = {784, 2048, 2048, 2048, 10};
+  memcpy(b->sizes, mlp, sizeof mlp);
+  b->nsizes = 5;
+  /* The loss carries 1/world (predivided) by default: the same averaged gradients without a
+   * division pass over the buckets; --no-predivide makes the reducer divide instead. */
+  c->base = (cfg_t){"ddp", 10.0, 1.0, DDP_ALGO_AUTO, 1, 1, 1, DDP_HOOK_NONE, 0};
+  static const char *const hooks[] = {"none", "fp16", "bf16", NULL}, *const devices[] = {"host", "cuda", NULL},
+                           *const optims[] = {"sgd", "adamw", NULL};
+  static const int hook_ids[] = {DDP_HOOK_NONE, DDP_HOOK_FP16, DDP_HOOK_BF16},
+                   optim_ids[] = {TRAIN_OPTIM_SGD, TRAIN_OPTIM_ADAMW};
+  int hook = DDP_HOOK_NONE, optim = TRAIN_OPTIM_SGD;
+  const app_opt_t table[] = {
+      APP_INT("--steps", &b->steps, 1, 1000000), APP_INT("--warmup", &b->warmup, 1, 1000000),
+      APP_INT("--batch", &b->batch, 1, 1 << 20),
+      APP_CUSTOM("--layers", b, parse_layers, "a list of 2 to 16 sizes such as 784,2048,10"),
+      APP_DOUBLE("--bucket-cap-mb", &c->base.cap_mb, 1e-6, 65536.0),
+      APP_DOUBLE("--first-bucket-mb", &c->base.first_mb, 1e-6, 65536.0),
+      APP_CUSTOM("--algo", &c->base.algo, parse_algo, "an allreduce algorithm"),
+      APP_ENUM("--hook", &hook, hooks, hook_ids), APP_ENUM("--device", &b->device_cuda, devices, NULL),
+      APP_STR("-J", &c->json), APP_ENUM("--optim", &optim, optims, optim_ids),
+      APP_CUSTOM("--zero", c, parse_zero_list, "a list of ZeRO modes such as 0,1,2"),
+      APP_FLAG("--no-overlap", &c->base.overlap, 0), APP_FLAG("--no-views", &c->base.views, 0),
+      APP_FLAG("--predivide", &c->base.predivided, 1), APP_FLAG("--no-predivide", &c->base.predivided, 0),
+      APP_FLAG("--sweep", &c->sweep, 1), APP_FLAG("--no-check", &b->no_check, 1), APP_OPTS_END};
+  int pr = app_opts_parse("ddp_bench", table, argc, argv, stderr);
+  if (pr != APP_OPTS_OK) usage();
+  c->base.hook = (ddp_hook_t)hook;
+  b->optim = (train_optim_kind_t)optim;
+  return pr;
 }
 
 static double max_over_ranks(double v) {
@@ -502,72 +565,13 @@ int main(int argc, char **argv) {
   app_blas_auto(argv); /* before MPI starts: may re-execute with a faster OpenBLAS kernel */
   bench_t b;
   memset(&b, 0, sizeof b);
-  b.steps = 30;
-  b.warmup = 5;
-  b.batch = 64;
-  b.lr = 0.01f;
-  int sizes[] = {784, 2048, 2048, 2048, 10};
-  memcpy(b.sizes, sizes, sizeof sizes);
-  b.nsizes = 5;
-  /* The loss carries 1/world (predivided) by default: the same averaged gradients without a
-   * division pass over the buckets; --no-predivide makes the reducer divide instead. */
-  cfg_t base = {"ddp", 10.0, 1.0, DDP_ALGO_AUTO, 1, 1, 1, DDP_HOOK_NONE, 0};
-  const char *json = NULL;
-  int sweep = 0, bad = 0, zeros[3] = {0, 0, 0}, nzero = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int takes = 1;
-    if (!strcmp(a, "--steps") && v) b.steps = atoi(v);
-    else if (!strcmp(a, "--warmup") && v) b.warmup = atoi(v);
-    else if (!strcmp(a, "--batch") && v) b.batch = atoi(v);
-    else if (!strcmp(a, "--layers") && v) bad |= parse_layers(v, b.sizes, &b.nsizes) != 0;
-    else if (!strcmp(a, "--bucket-cap-mb") && v) base.cap_mb = atof(v);
-    else if (!strcmp(a, "--first-bucket-mb") && v) base.first_mb = atof(v);
-    else if (!strcmp(a, "--algo") && v) bad |= ddp_algo_parse(v, &base.algo) != DDP_OK;
-    else if (!strcmp(a, "--hook") && v) {
-      if (!strcmp(v, "fp16")) base.hook = DDP_HOOK_FP16;
-      else if (!strcmp(v, "bf16")) base.hook = DDP_HOOK_BF16;
-      else if (strcmp(v, "none")) bad = 1;
-    } else if (!strcmp(a, "--device") && v) {
-      if (!strcmp(v, "cuda")) b.device_cuda = 1;
-      else if (strcmp(v, "host")) bad = 1;
-    } else if (!strcmp(a, "-J") && v) json = v;
-    else if (!strcmp(a, "--optim") && v) bad |= train_optim_parse(v, &b.optim) != 0;
-    else if (!strcmp(a, "--zero") && v) { /* a list: 0,1,2 */
-      nzero = 0;
-      for (const char *q = v; !bad && *q;) {
-        if (*q < '0' || *q > '2' || nzero == 3) bad = 1;
-        else zeros[nzero++] = *q - '0';
-        q++;
-        if (*q == ',') q++;
-        else if (*q) bad = 1;
-      }
-    }
-    else {
-      takes = 0;
-      if (!strcmp(a, "--no-overlap")) base.overlap = 0;
-      else if (!strcmp(a, "--no-views")) base.views = 0;
-      else if (!strcmp(a, "--predivide")) base.predivided = 1;
-      else if (!strcmp(a, "--no-predivide")) base.predivided = 0;
-      else if (!strcmp(a, "--sweep")) sweep = 1;
-      else if (!strcmp(a, "--no-check")) b.no_check = 1;
-      else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-        usage();
-        return 0;
-      } else bad = 1;
-    }
-    if (bad) {
-      fprintf(stderr, "ddp_bench: bad argument '%s'%s%s\n", a, v && takes ? " " : "", v && takes ? v : "");
-      usage();
-      return 2;
-    }
-    i += takes;
-  }
-  if (b.steps < 1 || b.warmup < 1 || b.batch < 1 || !(base.cap_mb > 0) || !(base.first_mb > 0)) {
-    fprintf(stderr, "ddp_bench: --steps, --warmup, --batch, --bucket-cap-mb and --first-bucket-mb must be positive\n");
-    usage();
-    return 2;
-  }
+  cli_t cli;
+  memset(&cli, 0, sizeof cli);
+  int pr = parse_args(argc, argv, &b, &cli);
+  if (pr != APP_OPTS_OK) return pr == APP_OPTS_HELP ? 0 : 2;
+  cfg_t base = cli.base;
+  const char *json = cli.json;
+  int sweep = cli.sweep, nzero = cli.nzero, *zeros = cli.zeros;
   APP_CHECK(ddp_init(&argc, &argv, MPI_COMM_NULL, &b.comm));
   if (b.device_cuda) {
     if (!ddp_device_available(b.comm)) {
