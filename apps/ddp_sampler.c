@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "app_check.h"
+#include "app_opts.h"
 #include "ddp.h"
 #include "fmnist.h"
 
@@ -33,24 +34,6 @@ static void usage(FILE *fp) {
           "  --check            exit 1 unless index generation for 60,000 samples takes < 1 ms\n"
           "                     and the loader delivers >= 10x the training rate\n",
           FMNIST_DEFAULT_DIR);
-}
-
-/* Strict unsigned parse: decimal digits only, the whole of 0 .. 2^64-1. */
-static int parse_u64(const char *flag, const char *s, uint64_t *out) {
-  if (s == NULL) {
-    fprintf(stderr, "ddp_sampler: %s needs a value\n", flag);
-    return -1;
-  }
-  char *end = NULL;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno == ERANGE) {
-    fprintf(stderr, "ddp_sampler: %s '%s' is not an integer in 0 .. 18446744073709551615\n", flag,
-            s);
-    return -1;
-  }
-  *out = (uint64_t)v;
-  return 0;
 }
 
 static double now_s(void) {
@@ -304,42 +287,22 @@ int main(int argc, char **argv) {
   ddp_sampler_opts_default(&o);
   o.shuffle = 0; /* the flag turns it on */
   uint64_t size = 0, replicas = 1, rank = 0, epoch = 0, batch_size = 0;
-  int have_size = 0, all_ranks = 0, drop_last_batch = 0, bench = 0, check = 0;
+  int all_ranks = 0, drop_last_batch = 0, bench = 0, check = 0;
   const char *data_dir = NULL, *json_path = NULL;
   double train_rate = 64.0 / 0.033;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int bad = 0;
-    if (strcmp(a, "--size") == 0) bad = parse_u64(a, v, &size), have_size = 1, i++;
-    else if (strcmp(a, "--replicas") == 0) bad = parse_u64(a, v, &replicas), i++;
-    else if (strcmp(a, "--rank") == 0) bad = parse_u64(a, v, &rank), i++;
-    else if (strcmp(a, "--seed") == 0) bad = parse_u64(a, v, &o.seed), i++;
-    else if (strcmp(a, "--epoch") == 0) bad = parse_u64(a, v, &epoch), i++;
-    else if (strcmp(a, "--batch-size") == 0) bad = parse_u64(a, v, &batch_size), i++;
-    else if (strcmp(a, "--shuffle") == 0) o.shuffle = 1;
-    else if (strcmp(a, "--drop-last") == 0) o.drop_last = 1;
-    else if (strcmp(a, "--drop-last-batch") == 0) drop_last_batch = 1;
-    else if (strcmp(a, "--all-ranks") == 0) all_ranks = 1;
-    else if (strcmp(a, "--bench") == 0) bench = 1;
-    else if (strcmp(a, "--check") == 0) check = 1;
-    else if (strcmp(a, "--data") == 0 && v) data_dir = v, i++;
-    else if (strcmp(a, "--json") == 0 && v) json_path = v, i++;
-    else if (strcmp(a, "--train-rate") == 0 && v) {
-      char *end = NULL;
-      train_rate = strtod(v, &end);
-      bad = *end != '\0' || !(train_rate > 0);
-      if (bad) fprintf(stderr, "ddp_sampler: --train-rate '%s' must be a positive number\n", v);
-      i++;
-    } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      usage(stdout);
-      return 0;
-    } else {
-      fprintf(stderr, "ddp_sampler: unknown or incomplete argument '%s'\n", a);
-      usage(stderr);
-      return 2;
-    }
-    if (bad) return 2;
-  }
+  int size_at = 0;
+  app_opt_t table[] = {
+      APP_U64("--size", &size), APP_U64("--replicas", &replicas), APP_U64("--rank", &rank),
+      APP_U64("--seed", &o.seed), APP_U64("--epoch", &epoch), APP_U64("--batch-size", &batch_size),
+      APP_FLAG("--shuffle", &o.shuffle, 1), APP_FLAG("--drop-last", &o.drop_last, 1),
+      APP_FLAG("--drop-last-batch", &drop_last_batch, 1), APP_FLAG("--all-ranks", &all_ranks, 1),
+      APP_FLAG("--bench", &bench, 1), APP_FLAG("--check", &check, 1), APP_STR("--data", &data_dir),
+      APP_STR("--json", &json_path), APP_DOUBLE("--train-rate", &train_rate, 1e-9, 1e30), APP_OPTS_END};
+  table[0].seen = &size_at;
+  int pr = app_opts_parse("ddp_sampler", table, argc, argv, stderr);
+  if (pr == APP_OPTS_HELP) usage(stdout);
+  if (pr != APP_OPTS_OK) return pr == APP_OPTS_HELP ? 0 : 2;
+  int have_size = size_at > 0;
   if (bench) return run_bench(data_dir, train_rate, json_path, check);
   if (!have_size) {
     fprintf(stderr, "ddp_sampler: --size is required\n");
