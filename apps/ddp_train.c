@@ -17,6 +17,7 @@
 
 #include "app_blas.h"
 #include "app_check.h"
+#include "app_opts.h"
 #include "checkpoint.h"
 #include "ddp.h"
 #include "fmnist.h"
@@ -148,41 +149,53 @@ static void usage(FILE *f) {
     if (!quiet) fprintf(stderr, __VA_ARGS__);   \
   } while (0)
 
-static int parse_long(const char *flag, const char *v, long lo, long hi, long *out, int quiet) {
-  char *end = NULL;
-  errno = 0;
-  long x = v ? strtol(v, &end, 10) : 0;
-  if (!v || errno || end == v || *end || x < lo || x > hi) {
-    PERR("ddp_train: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi,
-            v ? v : "(missing)");
-    return -1;
-  }
-  *out = x;
-  return 0;
-}
+/* The option table over o; the enum-valued options land in the ints of e (then copied: an
+ * enum's storage need not be an int's). */
+typedef struct {
+  int model, hook, sync, amp, device, optim, sync_at, lanes_at;
+} enum_args_t;
 
-static int parse_double(const char *flag, const char *v, double lo, double hi, double *out,
-                        int quiet) {
-  char *end = NULL;
-  errno = 0;
-  double x = v ? strtod(v, &end) : 0;
-  if (!v || errno || end == v || *end || !(x >= lo && x <= hi)) {
-    PERR("ddp_train: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi,
-            v ? v : "(missing)");
-    return -1;
-  }
-  *out = x;
-  return 0;
-}
-
-/* An option's text value (a file, a folder, a name): only its presence is checked here. */
-static int parse_str(const char *flag, const char *v, const char *what, const char **out,
-                     int quiet) {
-  if (!v) {
-    PERR("ddp_train: %s needs %s\n", flag, what);
-    return -1;
-  }
-  *out = v;
+static int parse_table(int argc, char **argv, opts_t *o, enum_args_t *e, int quiet) {
+  static const char *const models[] = {"mlp", "cnn", NULL}, *const syncs[] = {"reducer", "mpi", NULL},
+                           *const halves[] = {"none", "fp16", "bf16", NULL},
+                           *const devices[] = {"host", "cuda", NULL}, *const optims[] = {"sgd", "adamw", NULL};
+  static const int hooks[] = {DDP_HOOK_NONE, DDP_HOOK_FP16, DDP_HOOK_BF16},
+                   amps[] = {TRAIN_AMP_NONE, TRAIN_AMP_FP16, TRAIN_AMP_BF16}, sync_kinds[] = {SYNC_REDUCER, SYNC_MPI},
+                   optim_kinds[] = {TRAIN_OPTIM_SGD, TRAIN_OPTIM_ADAMW};
+  const app_opt_t table[] = {
+      APP_INT("--epochs", &o->epochs, 1, 100000), APP_LONG("--batch", &o->batch, 1, 65536),
+      APP_DOUBLE("--lr", &o->lr, 0.0, 100.0), APP_DOUBLE("--momentum", &o->momentum, 0.0, 0.999999),
+      APP_DOUBLE("--wd", &o->wd, 0.0, 1.0), APP_ENUM("--optim", &e->optim, optims, optim_kinds),
+      APP_INT("--zero", &o->zero, 0, 2), APP_LONG("--warmup", &o->warmup, 0, LONG_MAX),
+      APP_ENUM("--model", &e->model, models, NULL), APP_U64("--seed", &o->seed),
+      APP_STR("--algo", &o->algo), APP_DOUBLE("--bucket-cap-mb", &o->bucket_cap_mb, 0.001, 65536.0),
+      APP_ENUM("--hook", &e->hook, halves, hooks), APP_ENUM("--amp", &e->amp, halves, amps),
+      /* the later of --sync and --deterministic (its lanes) decides the exchange */
+      {.names = "--sync", .kind = APP_OPT_ENUM, .target = &e->sync, .choices = syncs,
+       .values = sync_kinds, .seen = &e->sync_at},
+      {.names = "--deterministic", .kind = APP_OPT_LONG, .target = &o->lanes, .min = 1, .max = 4096,
+       .seen = &e->lanes_at},
+      APP_DOUBLE("--loss-scale", &o->loss_scale, 1.0, 1e30),
+      APP_ENUM("--device", &e->device, devices, NULL), APP_STR("--data", &o->data),
+      APP_STR("--metrics", &o->metrics), APP_FLAG("--checkpoint-activations", &o->checkpoint_activations, 1),
+      APP_INT("--threads", &o->threads, 1, 1024), APP_STR("--checkpoint", &o->checkpoint),
+      APP_LONG("--checkpoint-every", &o->checkpoint_every, 1, LONG_MAX), APP_STR("--resume", &o->resume),
+      APP_STR("--checkpoint-dir", &o->checkpoint_dir), APP_LONG("--keep", &o->keep, 1, 1000000),
+      APP_LONG("--limit-steps", &o->limit_steps, 1, LONG_MAX),
+      APP_LONG("--limit-test", &o->limit_test, 1, LONG_MAX),
+      APP_LONG("--stop-after", &o->stop_after, 1, LONG_MAX), APP_STR("--log-steps", &o->log_steps),
+      APP_FLAG("--no-progress", &o->progress, 0), APP_FLAG("--progress", &o->progress, 1),
+      APP_FLAG("--elastic-batch", &o->elastic_batch, 1),
+      APP_OPTS_END};
+  int pr = app_opts_parse("ddp_train", table, argc, argv, quiet ? NULL : stderr);
+  if (pr == APP_OPTS_HELP && !quiet) usage(stdout);
+  if (pr != APP_OPTS_OK) return pr;
+  o->model = models[e->model];
+  o->hook = (ddp_hook_t)e->hook;
+  o->sync = e->lanes_at > e->sync_at ? SYNC_LANES : (sync_kind_t)e->sync;
+  o->amp = (train_amp_t)e->amp;
+  o->device = e->device;
+  o->optim = (train_optim_kind_t)e->optim;
   return 0;
 }
 
@@ -192,148 +205,10 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
                 .warmup = -1, .model = "mlp", .seed = 0, .algo = NULL, .bucket_cap_mb = 10.0,
                 .hook = DDP_HOOK_NONE, .data = NULL, .threads = 1, .sync = SYNC_REDUCER, .progress = -1, .loss_scale = 65536.0};
   o->keep = 2;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    long x;
-    double d;
-#define FLAG(name) (strcmp(a, name) == 0)
-    if (FLAG("-h") || FLAG("--help")) {
-      if (!quiet) usage(stdout);
-      return 1;
-    } else if (FLAG("--epochs")) {
-      if (parse_long(a, v, 1, 100000, &x, quiet)) return -1;
-      o->epochs = (int)x, i++;
-    } else if (FLAG("--batch")) {
-      if (parse_long(a, v, 1, 65536, &x, quiet)) return -1;
-      o->batch = x, i++;
-    } else if (FLAG("--lr")) {
-      if (parse_double(a, v, 0.0, 100.0, &o->lr, quiet)) return -1;
-      i++;
-    } else if (FLAG("--momentum")) {
-      if (parse_double(a, v, 0.0, 0.999999, &o->momentum, quiet)) return -1;
-      i++;
-    } else if (FLAG("--wd")) {
-      if (parse_double(a, v, 0.0, 1.0, &o->wd, quiet)) return -1;
-      i++;
-    } else if (FLAG("--optim")) {
-      if (train_optim_parse(v, &o->optim) != 0) {
-        PERR("ddp_train: --optim expects sgd or adamw, got '%s'\n", v ? v : "(missing)");
-        return -1;
-      }
-      i++;
-    } else if (FLAG("--zero")) {
-      if (parse_long(a, v, 0, 2, &x, quiet)) return -1;
-      o->zero = (int)x, i++;
-    } else if (FLAG("--warmup")) {
-      if (parse_long(a, v, 0, LONG_MAX, &x, quiet)) return -1;
-      o->warmup = x, i++;
-    } else if (FLAG("--model")) {
-      if (!v || (strcmp(v, "mlp") && strcmp(v, "cnn"))) {
-        PERR("ddp_train: --model expects mlp or cnn, got '%s'\n", v ? v : "(missing)");
-        return -1;
-      }
-      o->model = v, i++;
-    } else if (FLAG("--seed")) {
-      if (parse_long(a, v, 0, LONG_MAX, &x, quiet)) return -1;
-      o->seed = (uint64_t)x, i++;
-    } else if (FLAG("--algo")) {
-      if (parse_str(a, v, "a name", &o->algo, quiet)) return -1;
-      i++;
-    } else if (FLAG("--bucket-cap-mb")) {
-      if (parse_double(a, v, 0.001, 65536.0, &d, quiet)) return -1;
-      o->bucket_cap_mb = d, i++;
-    } else if (FLAG("--hook")) {
-      if (v && strcmp(v, "none") == 0) o->hook = DDP_HOOK_NONE;
-      else if (v && strcmp(v, "fp16") == 0) o->hook = DDP_HOOK_FP16;
-      else if (v && strcmp(v, "bf16") == 0) o->hook = DDP_HOOK_BF16;
-      else {
-        PERR("ddp_train: --hook expects none, fp16 or bf16, got '%s'\n",
-                v ? v : "(missing)");
-        return -1;
-      }
-      i++;
-    } else if (FLAG("--sync")) {
-      if (v && strcmp(v, "reducer") == 0) o->sync = SYNC_REDUCER;
-      else if (v && strcmp(v, "mpi") == 0) o->sync = SYNC_MPI;
-      else {
-        PERR("ddp_train: --sync expects reducer or mpi, got '%s'\n", v ? v : "(missing)");
-        return -1;
-      }
-      i++;
-    } else if (FLAG("--deterministic")) {
-      if (parse_long(a, v, 1, 4096, &x, quiet)) return -1;
-      o->lanes = x, o->sync = SYNC_LANES, i++;
-    } else if (FLAG("--amp")) {
-      if (v && strcmp(v, "none") == 0) o->amp = TRAIN_AMP_NONE;
-      else if (v && strcmp(v, "fp16") == 0) o->amp = TRAIN_AMP_FP16;
-      else if (v && strcmp(v, "bf16") == 0) o->amp = TRAIN_AMP_BF16;
-      else {
-        PERR("ddp_train: --amp expects none, fp16 or bf16, got '%s'\n", v ? v : "(missing)");
-        return -1;
-      }
-      i++;
-    } else if (FLAG("--loss-scale")) {
-      if (parse_double(a, v, 1.0, 1e30, &o->loss_scale, quiet)) return -1;
-      i++;
-    } else if (FLAG("--device")) {
-      if (v && strcmp(v, "host") == 0) o->device = 0;
-      else if (v && strcmp(v, "cuda") == 0) o->device = 1;
-      else {
-        PERR("ddp_train: --device expects host or cuda, got '%s'\n", v ? v : "(missing)");
-        return -1;
-      }
-      i++;
-    } else if (FLAG("--data")) {
-      if (parse_str(a, v, "a folder", &o->data, quiet)) return -1;
-      i++;
-    } else if (FLAG("--metrics")) {
-      if (parse_str(a, v, "a file", &o->metrics, quiet)) return -1;
-      i++;
-    } else if (FLAG("--checkpoint-activations")) {
-      o->checkpoint_activations = 1;
-    } else if (FLAG("--threads")) {
-      if (parse_long(a, v, 1, 1024, &x, quiet)) return -1;
-      o->threads = (int)x, i++;
-    } else if (FLAG("--checkpoint")) {
-      if (parse_str(a, v, "a file", &o->checkpoint, quiet)) return -1;
-      i++;
-    } else if (FLAG("--checkpoint-every")) {
-      if (parse_long(a, v, 1, LONG_MAX, &x, quiet)) return -1;
-      o->checkpoint_every = x, i++;
-    } else if (FLAG("--resume")) {
-      if (parse_str(a, v, "a file", &o->resume, quiet)) return -1;
-      i++;
-    } else if (FLAG("--checkpoint-dir")) {
-      if (parse_str(a, v, "a folder", &o->checkpoint_dir, quiet)) return -1;
-      i++;
-    } else if (FLAG("--keep")) {
-      if (parse_long(a, v, 1, 1000000, &x, quiet)) return -1;
-      o->keep = x, i++;
-    } else if (FLAG("--limit-steps")) {
-      if (parse_long(a, v, 1, LONG_MAX, &x, quiet)) return -1;
-      o->limit_steps = x, i++;
-    } else if (FLAG("--limit-test")) {
-      if (parse_long(a, v, 1, LONG_MAX, &x, quiet)) return -1;
-      o->limit_test = x, i++;
-    } else if (FLAG("--stop-after")) {
-      if (parse_long(a, v, 1, LONG_MAX, &x, quiet)) return -1;
-      o->stop_after = x, i++;
-    } else if (FLAG("--log-steps")) {
-      if (parse_str(a, v, "a file", &o->log_steps, quiet)) return -1;
-      i++;
-    } else if (FLAG("--elastic-batch")) {
-      o->elastic_batch = 1;
-    } else if (FLAG("--no-progress")) {
-      o->progress = 0;
-    } else if (FLAG("--progress")) {
-      o->progress = 1;
-    } else {
-      PERR("ddp_train: unknown option '%s' (see --help)\n", a);
-      return -1;
-    }
-#undef FLAG
-  }
+  enum_args_t e = {.hook = DDP_HOOK_NONE, .sync = SYNC_REDUCER, .amp = TRAIN_AMP_NONE,
+                   .optim = TRAIN_OPTIM_SGD};
+  int pr = parse_table(argc, argv, o, &e, quiet);
+  if (pr != 0) return pr;
   int adamw = o->optim == TRAIN_OPTIM_ADAMW;
   if (o->lr < 0.0) o->lr = adamw ? 1e-3 : 0.05;
   if (o->wd < 0.0) o->wd = adamw ? 0.01 : 5e-4;
