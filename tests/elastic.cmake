@@ -11,3 +11,8 @@ if(TARGET ddp_train AND EXISTS /usr/share/datasets/fashion-mnist/train-images-id
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/elastic_check.sh ${DDP_LAUNCH} $<TARGET_FILE:ddp_train>
             ${CMAKE_CURRENT_BINARY_DIR}/elastic_tmp/resume)
 endif()
+
+# apps/ddp_run --elastic with a stand-in job (no MPI): shrink, grow, flag rewriting, give-up.
+ddp_add_mpi_test(NAME elastic_launcher LABELS quick elastic TIMEOUT 60
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/elastic_launcher.sh ${PROJECT_SOURCE_DIR}/apps/ddp_run
+          ${CMAKE_CURRENT_BINARY_DIR}/elastic_tmp/launcher)
