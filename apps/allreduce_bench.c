@@ -32,11 +32,13 @@
  *            sweep takes half the time with one)
  *   -J FILE  JSON records (also --json FILE)
  * Exit status 1 if any result was wrong. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "app_opts.h"
 #include "ddp.h"
 
 enum { C_ALLREDUCE, C_BROADCAST, C_ALLGATHER, C_REDUCESCATTER };
@@ -69,10 +71,11 @@ static int rank_, size_;
 static ddp_comm_t *comm_ = NULL;
 static MPI_Comm raw_comm;
 
-static int parse_size(const char *s, size_t *out) {
+/* A byte count with an optional K/M/G suffix (and B): 8, 64M, 1.5G, 256KB. */
+static int parse_size(const char *s, void *target) {
   char *end = NULL;
   double v = strtod(s, &end);
-  if (end == s || v < 0) return -1;
+  if (end == s || !(v >= 0)) return -1;
   switch (*end) {
     case 'k': case 'K': v *= 1024; end++; break;
     case 'm': case 'M': v *= 1024 * 1024; end++; break;
@@ -80,9 +83,17 @@ static int parse_size(const char *s, size_t *out) {
     default: break;
   }
   if (*end == 'B' || *end == 'b') end++;
-  if (*end) return -1;
-  *out = (size_t)v;
+  if (*end || !(v < 0x1p63)) return -1;
+  *(size_t *)target = (size_t)v;
   return 0;
+}
+
+static int parse_dtype(const char *s, void *target) {
+  return ddp_dtype_parse(s, (ddp_dtype_t *)target) == DDP_OK ? 0 : -1;
+}
+
+static int parse_op(const char *s, void *target) {
+  return ddp_op_parse(s, (ddp_op_t *)target) == DDP_OK ? 0 : -1;
 }
 
 static void usage(void) {
@@ -93,65 +104,35 @@ static void usage(void) {
                     "[-J file.json]\n");
 }
 
+/* Returns 0 ok, -2 help printed, -1 error (said on rank 0). */
 static int parse_args(int argc, char **argv, args_t *a) {
-  a->minb = 8;
-  a->maxb = (size_t)64 << 20;
-  a->factor = 4;
-  a->iters = 20;
-  a->warmup = 5;
-  a->check = 1;
-  a->dtype = DDP_F32;
-  a->op = DDP_SUM;
-  a->coll = C_ALLREDUCE;
-  a->mem = M_HOST;
-  a->algos[0] = '\0';
-  a->budget = 2.0;
-  a->reps = 1;
-  a->place = 3;
-  a->json = NULL;
-  for (int i = 1; i < argc; i++) {
-    const char *f = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(f, "-h") || !strcmp(f, "--help")) return usage(), -2;
-    if (!v) {
-      if (rank_ == 0) fprintf(stderr, "allreduce_bench: %s needs a value\n", f);
-      return -1;
-    }
-    i++;
-    int bad = 0;
-    if (!strcmp(f, "-b")) bad = parse_size(v, &a->minb);
-    else if (!strcmp(f, "-e")) bad = parse_size(v, &a->maxb);
-    else if (!strcmp(f, "-f")) bad = (a->factor = atof(v)) < 1.0001;
-    else if (!strcmp(f, "-n")) bad = (a->iters = atoi(v)) < 1;
-    else if (!strcmp(f, "-w")) bad = (a->warmup = atoi(v)) < 0;
-    else if (!strcmp(f, "-c")) a->check = atoi(v) != 0;
-    else if (!strcmp(f, "-t")) bad = (a->budget = atof(v)) <= 0;
-    else if (!strcmp(f, "-R")) bad = (a->reps = atoi(v)) < 1;
-    else if (!strcmp(f, "-d")) bad = ddp_dtype_parse(v, &a->dtype) != DDP_OK;
-    else if (!strcmp(f, "-o")) bad = ddp_op_parse(v, &a->op) != DDP_OK;
-    else if (!strcmp(f, "-A")) bad = snprintf(a->algos, sizeof a->algos, "%s", v) >= (int)sizeof a->algos;
-    else if (!strcmp(f, "-J") || !strcmp(f, "--json")) a->json = v;
-    else if (!strcmp(f, "-P"))
-      bad = (a->place = !strcmp(v, "both") ? 3 : !strcmp(v, "in") ? 2 : !strcmp(v, "out") ? 1 : 0) == 0;
-    else if (!strcmp(f, "-C")) {
-      a->coll = -1;
-      for (int k = 0; k < 4; k++)
-        if (!strcmp(v, coll_names[k])) a->coll = k;
-      if (!strcmp(v, "reduce_scatter")) a->coll = C_REDUCESCATTER;
-      bad = a->coll < 0;
-    } else if (!strcmp(f, "-M")) {
-      if (!strcmp(v, "host")) a->mem = M_HOST;
-      else if (!strcmp(v, "shared")) a->mem = M_SHARED;
-      else if (!strcmp(v, "cuda")) a->mem = M_CUDA;
-      else bad = 1;
-    } else {
-      if (rank_ == 0) fprintf(stderr, "allreduce_bench: unknown flag %s\n", f);
-      usage();
-      return -1;
-    }
-    if (bad) {
-      if (rank_ == 0) fprintf(stderr, "allreduce_bench: bad value '%s' for %s\n", v, f);
-      return -1;
-    }
+  *a = (args_t){.minb = 8, .maxb = (size_t)64 << 20, .factor = 4, .iters = 20, .warmup = 5,
+                .check = 1, .dtype = DDP_F32, .op = DDP_SUM, .coll = C_ALLREDUCE, .mem = M_HOST,
+                .budget = 2.0, .reps = 1, .place = 3};
+  static const char *const colls[] = {"allreduce", "broadcast", "allgather", "reducescatter",
+                                      "reduce_scatter", NULL},
+                           *const mems[] = {"host", "shared", "cuda", NULL},
+                           *const places[] = {"both", "in", "out", NULL};
+  static const int coll_ids[] = {C_ALLREDUCE, C_BROADCAST, C_ALLGATHER, C_REDUCESCATTER, C_REDUCESCATTER},
+                   mem_ids[] = {M_HOST, M_SHARED, M_CUDA}, place_bits[] = {3, 2, 1};
+  const char *algos = NULL;
+  const app_opt_t table[] = {
+      APP_CUSTOM("-b", &a->minb, parse_size, "a size in bytes (K, M, G suffixes)"),
+      APP_CUSTOM("-e", &a->maxb, parse_size, "a size in bytes (K, M, G suffixes)"),
+      APP_DOUBLE("-f", &a->factor, 1.0001, 1e30), APP_INT("-n", &a->iters, 1, INT_MAX),
+      APP_INT("-w", &a->warmup, 0, INT_MAX), APP_INT("-c", &a->check, 0, 1),
+      APP_DOUBLE("-t", &a->budget, 1e-6, 1e30), APP_INT("-R", &a->reps, 1, INT_MAX),
+      APP_CUSTOM("-d", &a->dtype, parse_dtype, "a type (f32 f64 f16 bf16 i32 i64 u8)"),
+      APP_CUSTOM("-o", &a->op, parse_op, "an op (sum avg min max prod)"),
+      APP_ENUM("-C", &a->coll, colls, coll_ids), APP_STR("-A", &algos),
+      APP_ENUM("-M", &a->mem, mems, mem_ids), APP_ENUM("-P", &a->place, places, place_bits),
+      APP_STR("-J|--json", &a->json), APP_OPTS_END};
+  int pr = app_opts_parse("allreduce_bench", table, argc, argv, rank_ == 0 ? stderr : NULL);
+  if (pr == APP_OPTS_HELP) return usage(), -2;
+  if (pr != APP_OPTS_OK) return -1;
+  if (algos && snprintf(a->algos, sizeof a->algos, "%s", algos) >= (int)sizeof a->algos) {
+    if (rank_ == 0) fprintf(stderr, "allreduce_bench: -A: the list is longer than %zu characters\n", sizeof a->algos - 1);
+    return -1;
   }
   if (a->minb > a->maxb) {
     if (rank_ == 0) fprintf(stderr, "allreduce_bench: -b %zu is above -e %zu\n", a->minb, a->maxb);
@@ -464,7 +445,310 @@ static int measure(const args_t *a, const char *algo, bufs_t *b, size_t bytes, i
   return 0;
 }
 
+/* ---- the sweep ----------------------------------------------------------------------------- */
+/* One run: the algorithms that can run, the sizes, the buffers and the records measured. */
+typedef struct sweep {
+  const args_t *a;
+  char list[16][16];
+  int nalg;
+  size_t sizes[128];
+  int nsizes;
+  bufs_t b;
+  rec_t *recs;
+  int nrec;
+  int *failed; /* [size][algorithm]: a call failed at that size */
+  int anywrong, anyfail;
+} sweep_t;
+
+/* The nccl-tests "size" column for size index si (0: nothing to run at that size). */
+static size_t sweep_bytes(const sweep_t *s, int si) {
+  size_t cnt = count_for(s->a, s->sizes[si]), es = ddp_dtype_size(s->a->dtype);
+  if (cnt == 0) return 0;
+  return s->a->coll == C_ALLGATHER || s->a->coll == C_REDUCESCATTER ? cnt * (size_t)size_ * es : cnt * es;
+}
+
+/* -M cuda without a device: nothing to measure; a failure when a device was asked for (the
+ * emulation, a GPU). Returns the exit status, or -1 to go on. */
+static int no_device_status(const args_t *a) {
+  if (a->mem != M_CUDA || ddp_device_available(comm_)) return -1;
+  const char *emu = getenv("DDP_DEVICE_EMULATE"), *req = getenv("DDP_REQUIRE_GPU");
+  int asked = (emu && !strcmp(emu, "1")) || (req && !strcmp(req, "1"));
+  char d[160] = "";
+  ddp_device_describe(comm_, d, sizeof d);
+  if (rank_ == 0)
+    printf("# -M cuda: no device on this communicator (%s): %s\n", d,
+           asked ? "FAILED (DDP_DEVICE_EMULATE=1 or DDP_REQUIRE_GPU=1 asked for one)" : "skipping");
+  return asked ? 1 : 0;
+}
+
+/* Why entry t of -A cannot run here (NULL: it can); the same verdict on every rank. */
+static const char *cannot_run(const args_t *a, const char *t) {
+  char alg[32], xp[16];
+  int raw = !strcmp(t, "raw");
+  if (raw && (a->dtype == DDP_F16 || a->dtype == DDP_BF16 || a->op == DDP_AVG))
+    return "MPI has no f16/bf16 types or avg op";
+  if (raw && a->mem == M_CUDA) return "MPI is not CUDA-aware here";
+  if (!raw && a->mem == M_CUDA && select_entry(a, t, alg, sizeof alg) != DDP_OK)
+    return ddp_last_error(); /* transport cannot run here (same verdict on every rank) */
+  if (!raw && a->coll != C_ALLREDUCE && strcmp(t, "mpi") && strcmp(t, "auto") &&
+      !(a->mem == M_CUDA && is_transport(t)))
+    return "only allreduce has algorithms";
+  if (!raw && a->coll == C_ALLREDUCE) {
+    ddp_coll_opts_t o;
+    ddp_coll_opts_default(&o);
+    split_entry(a, t, xp, sizeof xp, alg, sizeof alg);
+    o.mem = a->mem == M_CUDA ? DDP_MEM_CUDA : DDP_MEM_HOST;
+    const char *nm = NULL;
+    if (ddp_algo_parse(alg, &o.algo) != DDP_OK ||
+        ddp_allreduce_choice(comm_, NULL, 1024, a->dtype, &o, &nm) != DDP_OK)
+      return ddp_last_error();
+  }
+  return NULL;
+}
+
+/* Algorithm list: -A (or the default), less what cannot run (with a note), in order. */
+static void pick_algos(args_t *a, sweep_t *s) {
+  if (!a->algos[0])
+    snprintf(a->algos, sizeof a->algos, "%s",
+             a->coll == C_ALLREDUCE ? (a->mem == M_CUDA ? "staged,mpi,nccl" : "raw,mpi,ring,rhd,shm,hier,auto")
+                                    : "raw,mpi");
+  char tmp[256];
+  snprintf(tmp, sizeof tmp, "%s", a->algos);
+  s->nalg = 0;
+  for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t && s->nalg < 16; t = strtok_r(NULL, ",", &save)) {
+    const char *why = cannot_run(a, t);
+    if (why) {
+      if (rank_ == 0) printf("# skipping %s: %s\n", t, why);
+      continue;
+    }
+    snprintf(s->list[s->nalg++], 16, "%.15s", t);
+  }
+}
+
+/* Buffers sized for the largest case, zeroed. */
+static void alloc_bufs(const args_t *a, bufs_t *b) {
+  size_t es = ddp_dtype_size(a->dtype), p = (size_t)size_, maxb = a->maxb < es ? es : a->maxb;
+  memset(b, 0, sizeof *b);
+  b->sbytes = a->coll == C_ALLGATHER ? maxb / p + es : maxb;
+  b->rbytes = maxb; /* in-place reduce-scatter takes its input in recv */
+  b->sbytes = (b->sbytes + 63) & ~(size_t)63;
+  b->rbytes = (b->rbytes + 63) & ~(size_t)63;
+  int ok = 1;
+  if (a->mem == M_SHARED) {
+    ok = ddp_alloc(comm_, b->sbytes, &b->send) == DDP_OK && ddp_alloc(comm_, b->rbytes, &b->recv) == DDP_OK;
+    b->hs = b->send, b->hr = b->recv;
+  } else {
+    ok = posix_memalign(&b->hs, 64, b->sbytes) == 0 && posix_memalign(&b->hr, 64, b->rbytes) == 0;
+    b->send = b->hs, b->recv = b->hr;
+    if (ok && a->mem == M_CUDA)
+      ok = ddp_device_malloc(comm_, b->sbytes, &b->send) == DDP_OK &&
+           ddp_device_malloc(comm_, b->rbytes, &b->recv) == DDP_OK;
+  }
+  if (!ok) {
+    fprintf(stderr, "[rank %d] allreduce_bench: buffers of %zu bytes: %s\n", rank_, maxb, ddp_last_error());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  if (a->mem != M_CUDA) {
+    memset(b->hs, 0, b->sbytes);
+    memset(b->hr, 0, b->rbytes);
+  } else {
+    ddp_memset_async(comm_, b->send, 0, b->sbytes, NULL);
+    ddp_memset_async(comm_, b->recv, 0, b->rbytes, NULL);
+    ddp_stream_synchronize(comm_, NULL);
+  }
+}
+
+static void free_bufs(const args_t *a, bufs_t *b) {
+  if (a->mem == M_SHARED) {
+    ddp_free(comm_, b->recv);
+    ddp_free(comm_, b->send);
+    return;
+  }
+  if (a->mem == M_CUDA) {
+    ddp_device_free(comm_, b->send);
+    ddp_device_free(comm_, b->recv);
+  }
+  free(b->hs);
+  free(b->hr);
+}
+
+/* Sizes: -e, -e/f, -e/f^2 ... down to -b (so -b 8 -e 64M -f 4 hits 4M, 16M and 64M), and
+ * -b itself; ascending. */
+static void make_sizes(const args_t *a, sweep_t *s) {
+  s->nsizes = 0;
+  for (double v = (double)a->maxb; v >= (double)a->minb * 0.9999999 && s->nsizes < 127; v /= a->factor)
+    s->sizes[s->nsizes++] = (size_t)(v + 0.5);
+  if (s->nsizes == 0 || s->sizes[s->nsizes - 1] != a->minb) s->sizes[s->nsizes++] = a->minb;
+  for (int i = 0; i < s->nsizes / 2; i++) {
+    size_t t = s->sizes[i];
+    s->sizes[i] = s->sizes[s->nsizes - 1 - i];
+    s->sizes[s->nsizes - 1 - i] = t;
+  }
+}
+
+static void print_header(const args_t *a) {
+  char ver[256] = "";
+  ddp_mpi_library_version(ver, sizeof ver);
+  if (rank_ != 0) return;
+  printf("# allreduce_bench: %s, %d ranks, dtype %s, op %s, memory %s, %d iters (+%d warm-up)\n",
+         coll_names[a->coll], size_, ddp_dtype_name(a->dtype), ddp_op_name(a->op),
+         a->mem == M_HOST ? "host (malloc)" : a->mem == M_SHARED ? "shared (ddp_alloc)" : "cuda",
+         a->iters, a->warmup);
+  printf("# %s\n", ver);
+}
+
+/* Sizes outer, algorithms inner: every algorithm of one size runs under the same machine
+ * conditions. Tables are printed per algorithm afterwards. */
+static void run_sweep(sweep_t *s) {
+  const args_t *a = s->a;
+  for (int si = 0; si < s->nsizes; si++) {
+    size_t bytes = sweep_bytes(s, si);
+    if (bytes == 0) continue;
+    for (int k = 0; k < s->nalg; k++) {
+      rec_t r[2];
+      int bad = 0;
+      int done[2] = {0, 0};
+      for (int ip = 0; ip < 2; ip++) {
+        if (a->coll == C_BROADCAST && ip == 0) continue; /* broadcast is always in place */
+        if (!(a->place & (1 << ip)) && !(a->coll == C_BROADCAST)) continue;
+        if (measure(a, s->list[k], &s->b, bytes, ip, &r[ip]) != 0) bad = 1;
+        done[ip] = 1;
+      }
+      if (bad) {
+        s->anyfail = 1;
+        s->failed[si * s->nalg + k] = 1;
+        continue;
+      }
+      for (int ip = 0; ip < 2; ip++) {
+        if (!done[ip]) continue;
+        s->recs[s->nrec++] = r[ip];
+        if (r[ip].wrong > 0) s->anywrong = 1;
+      }
+    }
+  }
+}
+
+/* The record of algorithm `algo` at `bytes`, out of place (0) or in place (1); NULL if none. */
+static const rec_t *find_rec(const sweep_t *s, const char *algo, size_t bytes, int inplace) {
+  const rec_t *r = NULL;
+  for (int i = 0; i < s->nrec; i++)
+    if (s->recs[i].bytes == bytes && s->recs[i].inplace == inplace && !strcmp(s->recs[i].algo, algo))
+      r = &s->recs[i];
+  return r;
+}
+
+/* One nccl-tests table: algorithm k's rows at every size, then its average busbw. */
+static void print_table(const sweep_t *s, int k) {
+  const args_t *a = s->a;
+  ddp_coll_opts_t o;
+  ddp_coll_opts_default(&o);
+  const char *nm = s->list[k];
+  if (!strcmp(s->list[k], "auto") && a->coll == C_ALLREDUCE &&
+      ddp_allreduce_choice(comm_, s->b.recv, count_for(a, a->maxb), a->dtype, &o, &nm) == DDP_OK)
+    printf("#\n# algorithm: auto (at %zu bytes: %s)\n", a->maxb, nm);
+  else
+    printf("#\n# algorithm: %s%s\n", s->list[k], !strcmp(s->list[k], "raw") ? " (MPI's own call)" : "");
+  printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "", "", "", "", "",
+         "out-of-place", "", "", "", "in-place", "", "", "");
+  printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "size", "count", "type",
+         "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+  printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "(B)", "(elements)", "",
+         "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  double sum = 0;
+  int nb = 0;
+  for (int si = 0; si < s->nsizes; si++) {
+    size_t bytes = sweep_bytes(s, si);
+    if (bytes == 0) continue;
+    if (s->failed[si * s->nalg + k]) {
+      printf(" %12zu  (failed: see stderr)\n", bytes);
+      continue;
+    }
+    const rec_t *r[2] = {find_rec(s, s->list[k], bytes, 0), find_rec(s, s->list[k], bytes, 1)};
+    const rec_t *any = r[1] ? r[1] : r[0];
+    if (!any) continue;
+    printf(" %12zu %12zu %6s %6s %6s", bytes, any->count, ddp_dtype_name(a->dtype),
+           a->coll == C_ALLREDUCE || a->coll == C_REDUCESCATTER ? ddp_op_name(a->op) : "none",
+           a->coll == C_BROADCAST ? "0" : "-1");
+    for (int ip = 0; ip < 2; ip++) {
+      if (!r[ip]) printf("   %9s %8s %8s %6s", "-", "-", "-", "-");
+      else {
+        sum += r[ip]->busbw, nb++;
+        if (r[ip]->wrong < 0)
+          printf("   %9.2f %8.2f %8.2f %6s", r[ip]->time_us, r[ip]->algbw, r[ip]->busbw, "N/A");
+        else
+          printf("   %9.2f %8.2f %8.2f %6ld", r[ip]->time_us, r[ip]->algbw, r[ip]->busbw, r[ip]->wrong);
+      }
+    }
+    printf("\n");
+  }
+  printf("# Avg bus bandwidth    : %g GB/s (%s)\n", nb ? sum / nb : 0.0, s->list[k]);
+}
+
+/* Comparison: busbw of each algorithm over raw's, MPI_Allreduce as applications call it (or
+ * over the first algorithm's when raw is not in the list). */
+static void print_comparison(const sweep_t *s) {
+  int refk = 0;
+  for (int k = s->nalg - 1; k >= 0; k--)
+    if (!strcmp(s->list[k], "raw")) refk = k;
+  printf("#\n# busbw relative to %s (out-of-place / in-place)\n#%12s", s->list[refk], "size");
+  for (int k = 0; k < s->nalg; k++) printf(" %15s", s->list[k]);
+  printf("\n");
+  for (int si = 0; si < s->nsizes; si++) {
+    size_t bytes = sweep_bytes(s, si);
+    if (bytes == 0) continue;
+    double ref[2] = {0, 0};
+    for (int ip = 0; ip < 2; ip++) {
+      const rec_t *r = find_rec(s, s->list[refk], bytes, ip);
+      if (r) ref[ip] = r->busbw;
+    }
+    printf(" %12zu", bytes);
+    for (int k = 0; k < s->nalg; k++) {
+      double v[2] = {-1, -1};
+      for (int ip = 0; ip < 2; ip++) {
+        const rec_t *r = find_rec(s, s->list[k], bytes, ip);
+        if (r) v[ip] = ref[ip] > 0 ? r->busbw / ref[ip] : -1;
+      }
+      char cell[32];
+      if (v[0] < 0 && v[1] < 0) snprintf(cell, sizeof cell, "-");
+      else if (v[0] < 0) snprintf(cell, sizeof cell, "- / %.2f", v[1]);
+      else snprintf(cell, sizeof cell, "%.2f / %.2f", v[0], v[1]);
+      printf(" %15s", cell);
+    }
+    printf("\n");
+  }
+  printf("# Out of bounds values : %d %s\n", s->anywrong, s->anywrong ? "WRONG" : "OK");
+}
+
+/* -J: one JSON record per measurement; 0 written, -1 not. */
+static int write_json(const sweep_t *s) {
+  const args_t *a = s->a;
+  FILE *f = fopen(a->json, "w");
+  if (!f) {
+    fprintf(stderr, "allreduce_bench: cannot write %s\n", a->json);
+    return -1;
+  }
+  fprintf(f, "[\n");
+  for (int i = 0; i < s->nrec; i++) {
+    const rec_t *r = &s->recs[i];
+    fprintf(f, "  {\"coll\": \"%s\", \"algo\": \"%s\", \"dtype\": \"%s\", \"op\": \"%s\", "
+               "\"bytes\": %zu, \"count\": %zu, \"inplace\": %s, \"time_us\": %.3f, "
+               "\"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": %ld, \"np\": %d, \"mem\": \"%s\"}%s\n",
+            coll_names[a->coll], r->algo, ddp_dtype_name(a->dtype), ddp_op_name(a->op), r->bytes,
+            r->count, r->inplace ? "true" : "false", r->time_us, r->algbw, r->busbw, r->wrong, size_,
+            a->mem == M_HOST ? "host" : a->mem == M_SHARED ? "shared" : "cuda", i + 1 < s->nrec ? "," : "");
+  }
+  fprintf(f, "]\n");
+  fclose(f);
+  return 0;
+}
+
 /* ---- main ---------------------------------------------------------------------------------- */
+static int finish(int status) {
+  MPI_Comm_free(&raw_comm);
+  ddp_finalize(&comm_);
+  return status;
+}
+
 int main(int argc, char **argv) {
   ddp_status_t st = ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm_);
   if (st != DDP_OK) {
@@ -476,269 +760,29 @@ int main(int argc, char **argv) {
   MPI_Comm_dup(MPI_COMM_WORLD, &raw_comm);
   args_t a;
   int pr = parse_args(argc, argv, &a);
-  if (pr < 0) {
-    MPI_Comm_free(&raw_comm);
-    ddp_finalize(&comm_);
-    return pr == -2 ? 0 : 2;
-  }
-  if (a.mem == M_CUDA && !ddp_device_available(comm_)) {
-    /* Nothing to measure; a failure when a device was asked for (the emulation, a GPU). */
-    const char *emu = getenv("DDP_DEVICE_EMULATE"), *req = getenv("DDP_REQUIRE_GPU");
-    int asked = (emu && !strcmp(emu, "1")) || (req && !strcmp(req, "1"));
-    char d[160] = "";
-    ddp_device_describe(comm_, d, sizeof d);
-    if (rank_ == 0)
-      printf("# -M cuda: no device on this communicator (%s): %s\n", d,
-             asked ? "FAILED (DDP_DEVICE_EMULATE=1 or DDP_REQUIRE_GPU=1 asked for one)" : "skipping");
-    MPI_Comm_free(&raw_comm);
-    ddp_finalize(&comm_);
-    return asked ? 1 : 0;
-  }
-  if (!a.algos[0])
-    snprintf(a.algos, sizeof a.algos, "%s",
-             a.coll == C_ALLREDUCE ? (a.mem == M_CUDA ? "staged,mpi,nccl" : "raw,mpi,ring,rhd,shm,hier,auto")
-                                   : "raw,mpi");
-  /* Algorithm list: drop what cannot run (with a note), keep the order. */
-  char list[16][16];
-  int nalg = 0;
-  char tmp[256];
-  snprintf(tmp, sizeof tmp, "%s", a.algos);
-  size_t es = ddp_dtype_size(a.dtype);
-  char alg[32], xp[16];
-  for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t && nalg < 16; t = strtok_r(NULL, ",", &save)) {
-    const char *why = NULL;
-    int raw = !strcmp(t, "raw");
-    if (raw && (a.dtype == DDP_F16 || a.dtype == DDP_BF16 || a.op == DDP_AVG))
-      why = "MPI has no f16/bf16 types or avg op";
-    else if (raw && a.mem == M_CUDA) why = "MPI is not CUDA-aware here";
-    else if (!raw && a.mem == M_CUDA && select_entry(&a, t, alg, sizeof alg) != DDP_OK)
-      why = ddp_last_error(); /* transport cannot run here (same verdict on every rank) */
-    else if (!raw && a.coll != C_ALLREDUCE && strcmp(t, "mpi") && strcmp(t, "auto") &&
-             !(a.mem == M_CUDA && is_transport(t)))
-      why = "only allreduce has algorithms";
-    else if (!raw && a.coll == C_ALLREDUCE) {
-      ddp_coll_opts_t o;
-      ddp_coll_opts_default(&o);
-      split_entry(&a, t, xp, sizeof xp, alg, sizeof alg);
-      o.mem = a.mem == M_CUDA ? DDP_MEM_CUDA : DDP_MEM_HOST;
-      const char *nm = NULL;
-      if (ddp_algo_parse(alg, &o.algo) != DDP_OK ||
-          ddp_allreduce_choice(comm_, NULL, 1024, a.dtype, &o, &nm) != DDP_OK)
-        why = ddp_last_error();
-    }
-    if (why) {
-      if (rank_ == 0) printf("# skipping %s: %s\n", t, why);
-      continue;
-    }
-    snprintf(list[nalg++], 16, "%.15s", t);
-  }
-  if (nalg == 0) {
+  if (pr < 0) return finish(pr == -2 ? 0 : 2);
+  int nodev = no_device_status(&a);
+  if (nodev >= 0) return finish(nodev);
+  static sweep_t s; /* large (records, lists): off the stack */
+  memset(&s, 0, sizeof s);
+  s.a = &a;
+  pick_algos(&a, &s);
+  if (s.nalg == 0) {
     if (rank_ == 0) fprintf(stderr, "allreduce_bench: no algorithm can run\n");
-    MPI_Comm_free(&raw_comm);
-    ddp_finalize(&comm_);
-    return 2;
+    return finish(2);
   }
-
-  /* Buffers sized for the largest case. */
-  size_t p = (size_t)size_, maxb = a.maxb < es ? es : a.maxb;
-  bufs_t b;
-  memset(&b, 0, sizeof b);
-  b.sbytes = a.coll == C_ALLGATHER ? maxb / p + es : maxb;
-  b.rbytes = maxb; /* in-place reduce-scatter takes its input in recv */
-  b.sbytes = (b.sbytes + 63) & ~(size_t)63;
-  b.rbytes = (b.rbytes + 63) & ~(size_t)63;
-  int ok = 1;
-  if (a.mem == M_SHARED) {
-    ok = ddp_alloc(comm_, b.sbytes, &b.send) == DDP_OK && ddp_alloc(comm_, b.rbytes, &b.recv) == DDP_OK;
-    b.hs = b.send, b.hr = b.recv;
-  } else {
-    ok = posix_memalign(&b.hs, 64, b.sbytes) == 0 && posix_memalign(&b.hr, 64, b.rbytes) == 0;
-    b.send = b.hs, b.recv = b.hr;
-    if (ok && a.mem == M_CUDA)
-      ok = ddp_device_malloc(comm_, b.sbytes, &b.send) == DDP_OK &&
-           ddp_device_malloc(comm_, b.rbytes, &b.recv) == DDP_OK;
-  }
-  if (!ok) {
-    fprintf(stderr, "[rank %d] allreduce_bench: buffers of %zu bytes: %s\n", rank_, maxb, ddp_last_error());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  if (a.mem != M_CUDA) {
-    memset(b.hs, 0, b.sbytes);
-    memset(b.hr, 0, b.rbytes);
-  } else {
-    ddp_memset_async(comm_, b.send, 0, b.sbytes, NULL);
-    ddp_memset_async(comm_, b.recv, 0, b.rbytes, NULL);
-    ddp_stream_synchronize(comm_, NULL);
-  }
-
-  /* Sizes: -e, -e/f, -e/f^2 ... down to -b (so -b 8 -e 64M -f 4 hits 4M, 16M and 64M), and
-   * -b itself; ascending. */
-  size_t sizes[128];
-  int nsizes = 0;
-  for (double s = (double)a.maxb; s >= (double)a.minb * 0.9999999 && nsizes < 127; s /= a.factor)
-    sizes[nsizes++] = (size_t)(s + 0.5);
-  if (nsizes == 0 || sizes[nsizes - 1] != a.minb) sizes[nsizes++] = a.minb;
-  for (int i = 0; i < nsizes / 2; i++) {
-    size_t t = sizes[i];
-    sizes[i] = sizes[nsizes - 1 - i];
-    sizes[nsizes - 1 - i] = t;
-  }
-  rec_t *recs = calloc((size_t)(nsizes * nalg * 2), sizeof *recs);
-  int nrec = 0, anywrong = 0, anyfail = 0;
-  char ver[256] = "";
-  ddp_mpi_library_version(ver, sizeof ver);
-  if (rank_ == 0) {
-    printf("# allreduce_bench: %s, %d ranks, dtype %s, op %s, memory %s, %d iters (+%d warm-up)\n",
-           coll_names[a.coll], size_, ddp_dtype_name(a.dtype), ddp_op_name(a.op),
-           a.mem == M_HOST ? "host (malloc)" : a.mem == M_SHARED ? "shared (ddp_alloc)" : "cuda",
-           a.iters, a.warmup);
-    printf("# %s\n", ver);
-  }
-  /* Sizes outer, algorithms inner: every algorithm of one size runs under the same machine
-   * conditions. Tables are printed per algorithm afterwards. */
-  int *failed = calloc((size_t)(nsizes * nalg), sizeof *failed);
-  for (int si = 0; si < nsizes; si++) {
-    size_t bytes = sizes[si];
-    size_t cnt = count_for(&a, bytes);
-    if (cnt == 0) continue;
-    bytes = a.coll == C_ALLGATHER || a.coll == C_REDUCESCATTER ? cnt * p * es : cnt * es;
-    for (int k = 0; k < nalg; k++) {
-      rec_t r[2];
-      int bad = 0;
-      int done[2] = {0, 0};
-      for (int ip = 0; ip < 2; ip++) {
-        if (a.coll == C_BROADCAST && ip == 0) continue; /* broadcast is always in place */
-        if (!(a.place & (1 << ip)) && !(a.coll == C_BROADCAST)) continue;
-        if (measure(&a, list[k], &b, bytes, ip, &r[ip]) != 0) bad = 1;
-        done[ip] = 1;
-      }
-      if (bad) {
-        anyfail = 1;
-        failed[si * nalg + k] = 1;
-        continue;
-      }
-      for (int ip = 0; ip < 2; ip++) {
-        if (!done[ip]) continue;
-        recs[nrec++] = r[ip];
-        if (r[ip].wrong > 0) anywrong = 1;
-      }
-    }
-  }
-  for (int k = 0; k < nalg && rank_ == 0; k++) {
-    const char *nm = list[k];
-    ddp_coll_opts_t o;
-    ddp_coll_opts_default(&o);
-    if (!strcmp(list[k], "auto") && a.coll == C_ALLREDUCE &&
-        ddp_allreduce_choice(comm_, b.recv, count_for(&a, a.maxb), a.dtype, &o, &nm) == DDP_OK)
-      printf("#\n# algorithm: auto (at %zu bytes: %s)\n", a.maxb, nm);
-    else
-      printf("#\n# algorithm: %s%s\n", list[k], !strcmp(list[k], "raw") ? " (MPI's own call)" : "");
-    printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "", "", "", "", "",
-           "out-of-place", "", "", "", "in-place", "", "", "");
-    printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "size", "count", "type",
-           "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-    printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "(B)", "(elements)", "",
-           "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-    double sum = 0;
-    int nb = 0;
-    for (int si = 0; si < nsizes; si++) {
-      size_t bytes = sizes[si], cnt = count_for(&a, bytes);
-      if (cnt == 0) continue;
-      bytes = a.coll == C_ALLGATHER || a.coll == C_REDUCESCATTER ? cnt * p * es : cnt * es;
-      if (failed[si * nalg + k]) {
-        printf(" %12zu  (failed: see stderr)\n", bytes);
-        continue;
-      }
-      const rec_t *r[2] = {NULL, NULL};
-      for (int i = 0; i < nrec; i++)
-        if (recs[i].bytes == bytes && !strcmp(recs[i].algo, list[k])) r[recs[i].inplace] = &recs[i];
-      const rec_t *any = r[1] ? r[1] : r[0];
-      if (!any) continue;
-      printf(" %12zu %12zu %6s %6s %6s", bytes, any->count, ddp_dtype_name(a.dtype),
-             a.coll == C_ALLREDUCE || a.coll == C_REDUCESCATTER ? ddp_op_name(a.op) : "none",
-             a.coll == C_BROADCAST ? "0" : "-1");
-      for (int ip = 0; ip < 2; ip++) {
-        if (!r[ip]) printf("   %9s %8s %8s %6s", "-", "-", "-", "-");
-        else {
-          sum += r[ip]->busbw, nb++;
-          if (r[ip]->wrong < 0)
-            printf("   %9.2f %8.2f %8.2f %6s", r[ip]->time_us, r[ip]->algbw, r[ip]->busbw, "N/A");
-          else
-            printf("   %9.2f %8.2f %8.2f %6ld", r[ip]->time_us, r[ip]->algbw, r[ip]->busbw, r[ip]->wrong);
-        }
-      }
-      printf("\n");
-    }
-    printf("# Avg bus bandwidth    : %g GB/s (%s)\n", nb ? sum / nb : 0.0, list[k]);
-  }
-  free(failed);
-
-  /* Comparison: busbw of each algorithm over raw's, MPI_Allreduce as applications call it (or
-   * over the first algorithm's when raw is not in the list). */
-  int refk = 0;
-  for (int k = nalg - 1; k >= 0; k--)
-    if (!strcmp(list[k], "raw")) refk = k;
-  if (rank_ == 0 && nalg > 1) {
-    printf("#\n# busbw relative to %s (out-of-place / in-place)\n#%12s", list[refk], "size");
-    for (int k = 0; k < nalg; k++) printf(" %15s", list[k]);
-    printf("\n");
-    for (int si = 0; si < nsizes; si++) {
-      size_t bytes = sizes[si], cnt = count_for(&a, bytes);
-      if (cnt == 0) continue;
-      bytes = a.coll == C_ALLGATHER || a.coll == C_REDUCESCATTER ? cnt * p * es : cnt * es;
-      double ref[2] = {0, 0};
-      for (int i = 0; i < nrec; i++)
-        if (recs[i].bytes == bytes && !strcmp(recs[i].algo, list[refk])) ref[recs[i].inplace] = recs[i].busbw;
-      printf(" %12zu", bytes);
-      for (int k = 0; k < nalg; k++) {
-        double v[2] = {-1, -1};
-        for (int i = 0; i < nrec; i++)
-          if (recs[i].bytes == bytes && !strcmp(recs[i].algo, list[k]))
-            v[recs[i].inplace] = ref[recs[i].inplace] > 0 ? recs[i].busbw / ref[recs[i].inplace] : -1;
-        char cell[32];
-        if (v[0] < 0 && v[1] < 0) snprintf(cell, sizeof cell, "-");
-        else if (v[0] < 0) snprintf(cell, sizeof cell, "- / %.2f", v[1]);
-        else snprintf(cell, sizeof cell, "%.2f / %.2f", v[0], v[1]);
-        printf(" %15s", cell);
-      }
-      printf("\n");
-    }
-    printf("# Out of bounds values : %d %s\n", anywrong, anywrong ? "WRONG" : "OK");
-  }
-
-  if (rank_ == 0 && a.json) {
-    FILE *f = fopen(a.json, "w");
-    if (!f) {
-      fprintf(stderr, "allreduce_bench: cannot write %s\n", a.json);
-      anyfail = 1;
-    } else {
-      fprintf(f, "[\n");
-      for (int i = 0; i < nrec; i++)
-        fprintf(f, "  {\"coll\": \"%s\", \"algo\": \"%s\", \"dtype\": \"%s\", \"op\": \"%s\", "
-                   "\"bytes\": %zu, \"count\": %zu, \"inplace\": %s, \"time_us\": %.3f, "
-                   "\"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": %ld, \"np\": %d, \"mem\": \"%s\"}%s\n",
-                coll_names[a.coll], recs[i].algo, ddp_dtype_name(a.dtype), ddp_op_name(a.op),
-                recs[i].bytes, recs[i].count, recs[i].inplace ? "true" : "false", recs[i].time_us,
-                recs[i].algbw, recs[i].busbw, recs[i].wrong, size_,
-                a.mem == M_HOST ? "host" : a.mem == M_SHARED ? "shared" : "cuda",
-                i + 1 < nrec ? "," : "");
-      fprintf(f, "]\n");
-      fclose(f);
-    }
-  }
-  free(recs);
-  if (a.mem == M_SHARED) {
-    ddp_free(comm_, b.recv);
-    ddp_free(comm_, b.send);
-  } else {
-    if (a.mem == M_CUDA) {
-      ddp_device_free(comm_, b.send);
-      ddp_device_free(comm_, b.recv);
-    }
-    free(b.hs);
-    free(b.hr);
-  }
-  MPI_Comm_free(&raw_comm);
-  ddp_finalize(&comm_);
-  return anywrong || anyfail ? 1 : 0;
+  alloc_bufs(&a, &s.b);
+  make_sizes(&a, &s);
+  s.recs = calloc((size_t)(s.nsizes * s.nalg * 2), sizeof *s.recs);
+  s.failed = calloc((size_t)(s.nsizes * s.nalg), sizeof *s.failed);
+  if (!s.recs || !s.failed) MPI_Abort(MPI_COMM_WORLD, 1);
+  print_header(&a);
+  run_sweep(&s);
+  for (int k = 0; k < s.nalg && rank_ == 0; k++) print_table(&s, k);
+  if (rank_ == 0 && s.nalg > 1) print_comparison(&s);
+  if (rank_ == 0 && a.json && write_json(&s) != 0) s.anyfail = 1;
+  free(s.failed);
+  free(s.recs);
+  free_bufs(&a, &s.b);
+  return finish(s.anywrong || s.anyfail ? 1 : 0);
 }

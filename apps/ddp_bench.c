@@ -29,6 +29,7 @@
 
 #include "app_blas.h"
 #include "app_check.h"
+#include "app_opts.h"
 #include "ddp.h"
 #include "train_model.h"
 #include "train_optim.h"
@@ -71,6 +72,7 @@ typedef struct bench {
   ddp_reducer_t *rs[16];      /* the configurations' reducers */
   float *zgrad[TM_MAX_PARAMS]; /* AdamW: all-zero gradients (one calloc'd block, never written,
                                  so never resident) for the compute-only step's update */
+  float *zblock;              /* that block */
   long peak_rss_kib;          /* VmHWM after the timed steps (before the checks), max over ranks */
   const train_model_t *ref;   /* check_step: the reference gradients, compared right after finish */
   double ref_err;
@@ -94,19 +96,81 @@ static void usage(void) {
           "                 [--optim sgd|adamw] [--zero 0|1|2[,...]] [--no-check]\n");
 }
 
-static int parse_layers(const char *s, int *sizes, int *n) {
-  *n = 0;
-  while (*s && *n < 16) {
+/* --layers 784,2048,...,10: at least two sizes, each in 1 .. 2^20, at most 16. */
+static int parse_layers(const char *s, void *target) {
+  bench_t *b = target;
+  b->nsizes = 0;
+  while (*s && b->nsizes < 16) {
     char *end = NULL;
     errno = 0;
     long v = strtol(s, &end, 10);
     if (end == s || errno || v < 1 || v > 1 << 20) return -1;
-    sizes[(*n)++] = (int)v;
+    b->sizes[b->nsizes++] = (int)v;
     if (*end == ',') end++;
     else if (*end) return -1;
     s = end;
   }
-  return *n >= 2 ? 0 : -1;
+  return b->nsizes >= 2 && !*s ? 0 : -1;
+}
+
+static int parse_algo(const char *s, void *target) {
+  return ddp_algo_parse(s, (ddp_algo_t *)target) == DDP_OK ? 0 : -1;
+}
+
+/* The command line beyond bench_t: the base configuration and what to run beside it. */
+typedef struct cli {
+  cfg_t base;
+  const char *json;
+  int sweep;
+  int zeros[3], nzero; /* --zero 0,1,2: one configuration per mode */
+} cli_t;
+
+static int parse_zero_list(const char *v, void *target) {
+  cli_t *c = target;
+  c->nzero = 0;
+  for (const char *q = v; *q;) {
+    if (*q < '0' || *q > '2' || c->nzero == 3) return -1;
+    c->zeros[c->nzero++] = *q - '0';
+    q++;
+    if (*q == ',') q++;
+    else if (*q) return -1;
+  }
+  return c->nzero ? 0 : -1;
+}
+
+/* Returns 0 ok, 1 help printed, -1 error (said, with the usage, on every process: this runs
+ * before MPI starts). */
+static int parse_args(int argc, char **argv, bench_t *b, cli_t *c) {
+  b->steps = 30, b->warmup = 5, b->batch = 64, b->lr = 0.01f;
+  static const int mlp[] = {784, 2048, 2048, 2048, 10};
+  memcpy(b->sizes, mlp, sizeof mlp);
+  b->nsizes = 5;
+  /* The loss carries 1/world (predivided) by default: the same averaged gradients without a
+   * division pass over the buckets; --no-predivide makes the reducer divide instead. */
+  c->base = (cfg_t){"ddp", 10.0, 1.0, DDP_ALGO_AUTO, 1, 1, 1, DDP_HOOK_NONE, 0};
+  static const char *const hooks[] = {"none", "fp16", "bf16", NULL}, *const devices[] = {"host", "cuda", NULL},
+                           *const optims[] = {"sgd", "adamw", NULL};
+  static const int hook_ids[] = {DDP_HOOK_NONE, DDP_HOOK_FP16, DDP_HOOK_BF16},
+                   optim_ids[] = {TRAIN_OPTIM_SGD, TRAIN_OPTIM_ADAMW};
+  int hook = DDP_HOOK_NONE, optim = TRAIN_OPTIM_SGD;
+  const app_opt_t table[] = {
+      APP_INT("--steps", &b->steps, 1, 1000000), APP_INT("--warmup", &b->warmup, 1, 1000000),
+      APP_INT("--batch", &b->batch, 1, 1 << 20),
+      APP_CUSTOM("--layers", b, parse_layers, "a list of 2 to 16 sizes such as 784,2048,10"),
+      APP_DOUBLE("--bucket-cap-mb", &c->base.cap_mb, 1e-6, 65536.0),
+      APP_DOUBLE("--first-bucket-mb", &c->base.first_mb, 1e-6, 65536.0),
+      APP_CUSTOM("--algo", &c->base.algo, parse_algo, "an allreduce algorithm"),
+      APP_ENUM("--hook", &hook, hooks, hook_ids), APP_ENUM("--device", &b->device_cuda, devices, NULL),
+      APP_STR("-J", &c->json), APP_ENUM("--optim", &optim, optims, optim_ids),
+      APP_CUSTOM("--zero", c, parse_zero_list, "a list of ZeRO modes such as 0,1,2"),
+      APP_FLAG("--no-overlap", &c->base.overlap, 0), APP_FLAG("--no-views", &c->base.views, 0),
+      APP_FLAG("--predivide", &c->base.predivided, 1), APP_FLAG("--no-predivide", &c->base.predivided, 0),
+      APP_FLAG("--sweep", &c->sweep, 1), APP_FLAG("--no-check", &b->no_check, 1), APP_OPTS_END};
+  int pr = app_opts_parse("ddp_bench", table, argc, argv, stderr);
+  if (pr != APP_OPTS_OK) usage();
+  c->base.hook = (ddp_hook_t)hook;
+  b->optim = (train_optim_kind_t)optim;
+  return pr;
 }
 
 static double max_over_ranks(double v) {
@@ -345,22 +409,109 @@ static long peak_rss_kib(void) {
   return kib;
 }
 
+/* The measured step times of run_all: sums, minima and every step (for medians, robust to the
+ * odd step another process disturbs); the compute-only step's and each configuration's. */
+typedef struct timings {
+  double comp, comp_min, sum[16], mins[16];
+  double *tc, *td; /* [step], [configuration][step] */
+} timings_t;
+
+/* Iteration s's compute-only step, on configuration 0's gradient buffers. Its SGD runs with lr
+ * 0 (same memory traffic) so that the ranks' parameters stay identical. */
+static int time_compute_step(bench_t *b, const cfg_t *cfgs, int n, int s, timings_t *t) {
+  /* With one configuration on its buffers (views: the buckets, so the model's own gradient
+   * memory is never touched, see the RSS figures); with several, on the model's own buffers,
+   * so that no configuration shares its buffers with the baseline. */
+  if (n == 1 && point_grads(b, b->rs[0], &cfgs[0]) != 0) return 1;
+  if (n > 1) tm_set_grads(&b->m, NULL);
+  b->r = NULL;
+  /* Untimed barrier: ranks drift apart in a step without communication, and that drift must
+   * not be charged to the DDP step that follows. */
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t0 = MPI_Wtime();
+  ddp_timeline_begin(b->comm, "compute-only step", "bench", NULL);
+  if (step(b, &cfgs[0], 0, 0.0f) != 0) return 1;
+  ddp_timeline_end(b->comm, "compute-only step", "bench", NULL);
+  double dt = MPI_Wtime() - t0;
+  if (s >= 0) t->comp += dt, t->comp_min = dt < t->comp_min ? dt : t->comp_min, t->tc[s] = dt;
+  return 0;
+}
+
+/* Iteration s's DDP step of configuration k. */
+static int time_ddp_step(bench_t *b, const cfg_t *cfgs, int k, int s, timings_t *t) {
+  b->r = b->rs[k];
+  if (point_grads(b, b->rs[k], &cfgs[k]) != 0) return 1;
+  MPI_Barrier(MPI_COMM_WORLD);
+  double t1 = MPI_Wtime();
+  char span[64];
+  snprintf(span, sizeof span, "ddp step (%s)", cfgs[k].label);
+  ddp_timeline_begin(b->comm, span, "bench", NULL);
+  if (step(b, &cfgs[k], k, b->lr) != 0) return 1;
+  ddp_timeline_end(b->comm, span, "bench", NULL);
+  double dt = MPI_Wtime() - t1;
+  if (s >= 0) t->sum[k] += dt, t->mins[k] = dt < t->mins[k] ? dt : t->mins[k], t->td[(size_t)k * b->steps + s] = dt;
+  return 0;
+}
+
+/* Like nccl-tests' #wrong: 1 unless every rank ends with the same parameters. */
+static int params_differ(const bench_t *b) {
+  uint64_t h = 1469598103934665603ULL;
+  const unsigned char *pb = (const unsigned char *)b->m.param_block;
+  for (size_t k = 0; k < b->m.total * sizeof(float); k++) h = (h ^ pb[k]) * 1099511628211ULL;
+  unsigned long long hv[2] = {h, ~h}, ho[2];
+  MPI_Allreduce(hv, ho, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return !(ho[0] == h && ~ho[1] == h);
+}
+
+/* Configuration k's figures (the slowest rank's) and the algorithm its buckets ran. */
+static int fill_result(bench_t *b, int k, const timings_t *t, double comp_mean, result_t *r) {
+  const cfg_t *c = &r->cfg;
+  double ms = max_over_ranks(median(t->td + (size_t)k * b->steps, b->steps) * 1e3);
+  ddp_reducer_stats_t st;
+  APP_CHECK(ddp_reducer_stats(b->rs[k], &st));
+  r->state_bytes = (size_t)max_over_ranks((double)train_optim_state_bytes(b->opt[k]));
+  r->compute_ms = b->compute_ms;
+  r->compute_min_ms = max_over_ranks(t->comp_min * 1e3);
+  r->compute_mean_ms = comp_mean;
+  r->step_mean_ms = max_over_ranks(t->sum[k] * 1e3 / b->steps);
+  r->step_min_ms = max_over_ranks(t->mins[k] * 1e3);
+  r->step_ms = ms;
+  r->exposed_ms = ms - b->compute_ms;
+  r->comm_ms = max_over_ranks(st.comm_ms_avg);
+  r->hidden = st.hidden_fraction;
+  r->nbuckets = st.nbuckets;
+  r->wire_bytes = st.wire_bytes;
+  r->samples_per_s = (double)b->batch * b->size / (ms / 1e3);
+  r->efficiency = b->compute_ms / ms;
+  const char *name = "?";
+  void *g0 = NULL;
+  APP_CHECK(ddp_reducer_grad(b->rs[k], 0, &g0));
+  ddp_coll_opts_t co;
+  ddp_coll_opts_default(&co);
+  co.algo = c->algo;
+  co.mem = b->device_cuda ? DDP_MEM_CUDA : DDP_MEM_HOST;
+  co.stream = b->stream;
+  if (ddp_allreduce_choice(b->comm, g0, (size_t)(st.bucket_bytes_max / 4), DDP_F32, &co, &name) != DDP_OK)
+    name = "?";
+  snprintf(r->algo_used, sizeof r->algo_used, "%s%s%s", c->algo ? "" : "auto(", name, c->algo ? "" : ")");
+  return 0;
+}
+
 /* All configurations run side by side: each measured iteration does one compute-only step and
  * one DDP step per configuration, in an order that rotates every iteration, so load from other
  * processes on the machine shifts every figure alike. Means over --steps, the slowest rank's. */
 static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
-  ddp_reducer_t **rs = b->rs;
   for (int k = 0; k < n; k++) {
     memset(&res[k], 0, sizeof res[k]);
     res[k].cfg = cfgs[k];
     if (create_reducer(b, &cfgs[k]) != 0) return 1;
-    rs[k] = b->r;
+    b->rs[k] = b->r;
   }
-  double comp = 0.0, sum[16] = {0.0}, comp_min = 1e30, mins[16];
-  for (int k = 0; k < n; k++) mins[k] = 1e30;
-  /* Every measured step time, for medians (robust to the odd step another process disturbs). */
-  double *tc = calloc((size_t)b->steps, sizeof *tc), *td = calloc((size_t)b->steps * (size_t)n, sizeof *td);
-  if (!tc || !td) {
+  timings_t t = {.comp = 0.0, .comp_min = 1e30};
+  for (int k = 0; k < n; k++) t.mins[k] = 1e30;
+  t.tc = calloc((size_t)b->steps, sizeof *t.tc);
+  t.td = calloc((size_t)b->steps * (size_t)n, sizeof *t.td);
+  if (!t.tc || !t.td) {
     fprintf(stderr, "ddp_bench: out of memory\n");
     return 1;
   }
@@ -370,37 +521,7 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
      * iteration so no configuration always follows the same one. */
     for (int q = 0; q < n + 1; q++) {
       int k = (q + s + b->warmup) % (n + 1);
-      if (k == n) {
-        /* Compute only, on configuration 0's gradient buffers. Its SGD runs with lr 0 (same
-         * memory traffic) so that the ranks' parameters stay identical. */
-        /* With one configuration on its buffers (views: the buckets, so the model's own
-         * gradient memory is never touched, see the RSS figures); with several, on the model's
-         * own buffers, so that no configuration shares its buffers with the baseline. */
-        if (n == 1 && point_grads(b, rs[0], &cfgs[0]) != 0) return 1;
-        if (n > 1) tm_set_grads(&b->m, NULL);
-        b->r = NULL;
-        /* Untimed barrier: ranks drift apart in a step without communication, and that drift
-         * must not be charged to the DDP step that follows. */
-        MPI_Barrier(MPI_COMM_WORLD);
-        double t0 = MPI_Wtime();
-        ddp_timeline_begin(b->comm, "compute-only step", "bench", NULL);
-        if (step(b, &cfgs[0], 0, 0.0f) != 0) return 1;
-        ddp_timeline_end(b->comm, "compute-only step", "bench", NULL);
-        double dt = MPI_Wtime() - t0;
-        if (s >= 0) comp += dt, comp_min = dt < comp_min ? dt : comp_min, tc[s] = dt;
-        continue;
-      }
-      b->r = rs[k];
-      if (point_grads(b, rs[k], &cfgs[k]) != 0) return 1;
-      MPI_Barrier(MPI_COMM_WORLD);
-      double t1 = MPI_Wtime();
-      char span[64];
-      snprintf(span, sizeof span, "ddp step (%s)", cfgs[k].label);
-      ddp_timeline_begin(b->comm, span, "bench", NULL);
-      if (step(b, &cfgs[k], k, b->lr) != 0) return 1;
-      ddp_timeline_end(b->comm, span, "bench", NULL);
-      double dt = MPI_Wtime() - t1;
-      if (s >= 0) sum[k] += dt, mins[k] = dt < mins[k] ? dt : mins[k], td[(size_t)k * b->steps + s] = dt;
+      if ((k == n ? time_compute_step(b, cfgs, n, s, &t) : time_ddp_step(b, cfgs, k, s, &t)) != 0) return 1;
     }
   }
   /* Peak resident memory of the training steps, before the checked steps add a reference model. */
@@ -413,51 +534,16 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
       res[k].step_wrong = check_step(b, k, &cfgs[k], res[k].grad_tol, &res[k].grad_err);
   }
   b->r = NULL;
-  b->compute_ms = max_over_ranks(median(tc, b->steps) * 1e3);
-  double comp_mean = max_over_ranks(comp * 1e3 / b->steps);
-  /* Like nccl-tests' #wrong: the run fails unless every rank ends with the same parameters. */
-  uint64_t h = 1469598103934665603ULL;
-  const unsigned char *pb = (const unsigned char *)b->m.param_block;
-  for (size_t k = 0; k < b->m.total * sizeof(float); k++) h = (h ^ pb[k]) * 1099511628211ULL;
-  unsigned long long hv[2] = {h, ~h}, ho[2];
-  MPI_Allreduce(hv, ho, 2, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-  int wrong = !(ho[0] == h && ~ho[1] == h);
+  b->compute_ms = max_over_ranks(median(t.tc, b->steps) * 1e3);
+  double comp_mean = max_over_ranks(t.comp * 1e3 / b->steps);
+  int wrong = params_differ(b);
   for (int k = 0; k < n; k++) {
-    const cfg_t *c = &cfgs[k];
-    double ms = max_over_ranks(median(td + (size_t)k * b->steps, b->steps) * 1e3);
-    ddp_reducer_stats_t st;
-    APP_CHECK(ddp_reducer_stats(rs[k], &st));
     res[k].wrong = wrong;
-    res[k].state_bytes = (size_t)max_over_ranks((double)train_optim_state_bytes(b->opt[k]));
-    res[k].compute_ms = b->compute_ms;
-    res[k].compute_min_ms = max_over_ranks(comp_min * 1e3);
-    res[k].compute_mean_ms = comp_mean;
-    res[k].step_mean_ms = max_over_ranks(sum[k] * 1e3 / b->steps);
-    res[k].step_min_ms = max_over_ranks(mins[k] * 1e3);
-    res[k].step_ms = ms;
-    res[k].exposed_ms = ms - b->compute_ms;
-    res[k].comm_ms = max_over_ranks(st.comm_ms_avg);
-    res[k].hidden = st.hidden_fraction;
-    res[k].nbuckets = st.nbuckets;
-    res[k].wire_bytes = st.wire_bytes;
-    res[k].samples_per_s = (double)b->batch * b->size / (ms / 1e3);
-    res[k].efficiency = b->compute_ms / ms;
-    const char *name = "?";
-    void *g0 = NULL;
-    APP_CHECK(ddp_reducer_grad(rs[k], 0, &g0));
-    ddp_coll_opts_t co;
-    ddp_coll_opts_default(&co);
-    co.algo = c->algo;
-    co.mem = b->device_cuda ? DDP_MEM_CUDA : DDP_MEM_HOST;
-    co.stream = b->stream;
-    if (ddp_allreduce_choice(b->comm, g0, (size_t)(st.bucket_bytes_max / 4), DDP_F32, &co, &name) != DDP_OK)
-      name = "?";
-    snprintf(res[k].algo_used, sizeof res[k].algo_used, "%s%s%s", c->algo ? "" : "auto(", name,
-             c->algo ? "" : ")");
+    if (fill_result(b, k, &t, comp_mean, &res[k]) != 0) return 1;
   }
-  free(tc);
-  free(td);
-  for (int k = 0; k < n; k++) APP_CHECK(ddp_reducer_destroy(&rs[k]));
+  free(t.tc);
+  free(t.td);
+  for (int k = 0; k < n; k++) APP_CHECK(ddp_reducer_destroy(&b->rs[k]));
   b->r = NULL;
   tm_set_grads(&b->m, NULL);
   return 0;
@@ -498,241 +584,212 @@ static void json_row(FILE *fp, const bench_t *b, const result_t *r) {
           r->state_bytes, b->peak_rss_kib);
 }
 
+/* MPI, the device stream, the model, the AdamW zero gradients and this rank's synthetic batch.
+ * Returns 0, or the exit status (--device cuda without a device: 2). */
+static int setup(bench_t *b, int *argc, char ***argv) {
+  APP_CHECK(ddp_init(argc, argv, MPI_COMM_NULL, &b->comm));
+  if (b->device_cuda) {
+    if (!ddp_device_available(b->comm)) {
+      char why[128];
+      ddp_device_describe(b->comm, why, sizeof why);
+      fprintf(stderr, "ddp_bench: --device cuda needs a device: %s (DDP_DEVICE_EMULATE=1 emulates one)\n", why);
+      ddp_finalize(&b->comm);
+      return 2;
+    }
+    APP_CHECK(ddp_stream_create(b->comm, &b->stream));
+  }
+  APP_CHECK(ddp_comm_rank(b->comm, &b->rank));
+  APP_CHECK(ddp_comm_size(b->comm, &b->size));
+  ddp_comm_info_t info;
+  APP_CHECK(ddp_comm_info(b->comm, &info));
+  app_blas_note(info.local_rank == 0, 0);
+  openblas_set_num_threads(1);
+  char err[256];
+  if (tm_create_mlp(&b->m, b->sizes, b->nsizes, NULL, b->batch, 0, err, sizeof err) != 0) {
+    fprintf(stderr, "ddp_bench: cannot build the model: %s\n", err);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  if (b->optim != TRAIN_OPTIM_SGD) {
+    b->zblock = calloc(b->m.total, sizeof(float));
+    if (!b->zblock) MPI_Abort(MPI_COMM_WORLD, 1);
+    for (size_t i = 0, off = 0; i < b->m.nparams; off += b->m.count[i], i++) b->zgrad[i] = b->zblock + off;
+  }
+  uint64_t seed = train_rng_seed(42);
+  tm_init_params(&b->m, &seed);
+  b->m.trace = on_trace;
+  b->m.trace_ctx = b;
+  int in = b->sizes[0], classes = b->sizes[b->nsizes - 1];
+  b->x = malloc(sizeof(float) * (size_t)b->batch * (size_t)in);
+  b->labels = malloc(sizeof(int) * (size_t)b->batch);
+  if (!b->x || !b->labels) MPI_Abort(MPI_COMM_WORLD, 1);
+  for (int s = 0; s < b->batch; s++)
+    train_synth_sample(7, (uint64_t)b->rank * (uint64_t)b->batch + (uint64_t)s, in, classes,
+                     b->x + (size_t)s * in, &b->labels[s]);
+  return 0;
+}
+
+/* The configurations to run: the base (or one per --zero mode), then --sweep's variants. */
+static int make_configs(const cli_t *cli, cfg_t *cfgs) {
+  const cfg_t base = cli->base;
+  int ncfg = 0;
+  if (!cli->nzero) cfgs[ncfg++] = base;
+  for (int z = 0; z < cli->nzero; z++) { /* one configuration per --zero mode, same reducer options */
+    cfg_t c = base;
+    c.zero = cli->zeros[z];
+    snprintf(c.label, sizeof c.label, "zero %d", cli->zeros[z]);
+    cfgs[ncfg++] = c;
+  }
+  if (!cli->sweep) return ncfg;
+  cfg_t c = base;
+  c.overlap = 0, snprintf(c.label, sizeof c.label, "no-overlap");
+  cfgs[ncfg++] = c;
+  c = base, c.algo = DDP_ALGO_MPI, snprintf(c.label, sizeof c.label, "algo mpi");
+  cfgs[ncfg++] = c;
+  c = base, c.views = 0, snprintf(c.label, sizeof c.label, "views off");
+  cfgs[ncfg++] = c;
+  double caps[] = {1.0, 5.0, 25.0, 100.0}; /* 25: PyTorch's default cap */
+  for (int k = 0; k < 4; k++) {
+    c = base, c.cap_mb = caps[k];
+    snprintf(c.label, sizeof c.label, "cap %g MB", caps[k]);
+    cfgs[ncfg++] = c;
+  }
+  c = base, c.predivided = !base.predivided;
+  snprintf(c.label, sizeof c.label, "%s", c.predivided ? "predivided" : "no-predivide");
+  cfgs[ncfg++] = c;
+  c = base, c.hook = DDP_HOOK_BF16, snprintf(c.label, sizeof c.label, "bf16 hook");
+  cfgs[ncfg++] = c;
+  c = base, c.hook = DDP_HOOK_FP16, snprintf(c.label, sizeof c.label, "fp16 hook");
+  cfgs[ncfg++] = c;
+  return ncfg;
+}
+
+/* The table's '#' header: the workload, the machine and how to read the columns. */
+static void print_header(const bench_t *b) {
+  char ver[128];
+  ddp_mpi_library_version(ver, sizeof ver);
+  printf("# ddp_bench: W-DDP MLP ");
+  for (int i = 0; i < b->nsizes; i++) printf("%s%d", i ? "-" : "", b->sizes[i]);
+  printf(", %zu parameters (%.1f MB of f32 gradients), per-rank batch %d, %s, 1 BLAS thread per rank\n",
+         b->m.total, (double)b->m.total * 4 / 1048576.0, b->batch,
+         b->optim == TRAIN_OPTIM_ADAMW ? "AdamW" : "SGD");
+  printf("# np %d, steps %d (+%d warmup), mpiddp %s, %s\n", b->size, b->steps, b->warmup, ddp_version(), ver);
+  char cpu[160], blas[256];
+  app_cpu_describe(cpu, sizeof cpu);
+  app_blas_describe(blas, sizeof blas);
+  printf("# CPU %s; BLAS %s\n", cpu, blas);
+  if (b->device_cuda) {
+    char dev[128];
+    ddp_device_describe(b->comm, dev, sizeof dev);
+    printf("# device buckets on %s: host compute, gradients copied H2D before grad_ready and D2H after finish\n", dev);
+  }
+  printf("# compute_ms: the same steps without communication (the first configuration's optimizer update included;\n"
+         "# AdamW updates there on zero gradients so its state stays the same on every rank); each measured iteration runs one compute-only step and one\n"
+         "# DDP step per configuration, interleaved in a rotating order; efficiency = compute_ms / ddp_ms (medians over\n"
+         "# the steps, slowest rank; means are in the JSON);\n"
+         "# eff_best = fastest compute-only step / fastest DDP step (the figure least disturbed by other load)\n");
+  printf("# every configuration checks that all ranks end with bitwise identical parameters, and one step against a\n"
+         "# single process on the concatenated batch of all ranks: grad_err = worst relative L2 error of an averaged\n"
+         "# gradient (limit 1e-4, 1e-2 with a fp16/bf16 hook; without a hook also parameters after SGD within 1e-5);\n"
+         "# predivided: the loss\n"
+         "# carries 1/world and the reducer sums (same averaged gradients, no division pass)\n");
+}
+
+/* Rank 0: the header, one row per configuration, the memory side of --zero, the step-time
+ * ratios. */
+static void print_report(const bench_t *b, const result_t *res, int ncfg, int nzero) {
+  print_header(b);
+  printf("%-22s %3s %9s %10s %9s %7s %8s %9s %8s %7s %9s %4s %7s %-12s %-3s %-3s %-4s %8s\n", "# config", "np",
+         "params", "compute_ms", "ddp_ms", "effic", "eff_best", "exposed", "comm_ms", "hidden", "samples/s", "bkts",
+         "cap_mb", "algo", "ovl", "vw", "hook", "grad_err");
+  for (int k = 0; k < ncfg; k++) print_row(b, &res[k]);
+  if (nzero) {
+    /* The memory side: the optimizer's own accounting per configuration, and the process's
+     * peak resident memory (all configurations of this run together). */
+    printf("# %-20s %5s %14s %10s %8s %7s   peak RSS (VmHWM, max over ranks) of this process: %.1f MB\n",
+           "config", "optim", "opt_state_MB", "ddp_ms", "effic", "vs_z0", (double)b->peak_rss_kib / 1024.0);
+    for (int k = 0; k < ncfg; k++)
+      printf("  %-20s %5s %14.2f %10.2f %8.3f %7.3f\n", res[k].cfg.label, train_optim_name(b->optim),
+             (double)res[k].state_bytes / 1048576.0, res[k].step_ms, res[k].efficiency,
+             res[k].step_ms / res[0].step_ms);
+  }
+  if (ncfg > 1)
+    for (int k = 1; k < ncfg; k++)
+      printf("# %-20s step time %.2fx of '%s'\n", res[k].cfg.label, res[k].step_ms / res[0].step_ms,
+             res[0].cfg.label);
+}
+
+/* -J: one JSON object, or an array of them with several configurations. */
+static void write_json(const bench_t *b, const result_t *res, int ncfg, const char *json) {
+  FILE *fp = fopen(json, "w");
+  if (!fp) {
+    fprintf(stderr, "ddp_bench: cannot write %s\n", json);
+    return;
+  }
+  if (ncfg == 1) {
+    json_row(fp, b, &res[0]);
+    fputc('\n', fp);
+  } else {
+    fputs("[\n", fp);
+    for (int k = 0; k < ncfg; k++) {
+      json_row(fp, b, &res[k]);
+      fputs(k + 1 < ncfg ? ",\n" : "\n", fp);
+    }
+    fputs("]\n", fp);
+  }
+  fclose(fp);
+  printf("# wrote %s\n", json);
+}
+
+/* The verdict lines; 1 when any configuration was wrong. */
+static int verdict(const bench_t *b, const result_t *res, int ncfg) {
+  int wrong = 0, step_wrong = 0;
+  for (int k = 0; k < ncfg; k++) wrong |= res[k].wrong, step_wrong |= res[k].step_wrong;
+  if (wrong && b->rank == 0) printf("# WRONG: parameters differ across ranks after a DDP run\n");
+  for (int k = 0; k < ncfg && b->rank == 0; k++)
+    if (res[k].step_wrong)
+      printf("# WRONG: '%s': one DDP step differs from the single-process step on the concatenated batch "
+             "(gradient error %.3g, limit %.0e)\n", res[k].cfg.label, res[k].grad_err, res[k].grad_tol);
+  return wrong | step_wrong;
+}
+
+static void teardown(bench_t *b) {
+  for (size_t i = 0; i < 32; i++) {
+    if (b->dparam[i]) ddp_device_free(b->comm, b->dparam[i]);
+    if (b->dgrad[i]) ddp_device_free(b->comm, b->dgrad[i]);
+  }
+  if (b->stream) ddp_stream_destroy(b->comm, &b->stream);
+}
+
 int main(int argc, char **argv) {
   app_blas_auto(argv); /* before MPI starts: may re-execute with a faster OpenBLAS kernel */
   bench_t b;
   memset(&b, 0, sizeof b);
-  b.steps = 30;
-  b.warmup = 5;
-  b.batch = 64;
-  b.lr = 0.01f;
-  int sizes[] = {784, 2048, 2048, 2048, 10};
-  memcpy(b.sizes, sizes, sizeof sizes);
-  b.nsizes = 5;
-  /* The loss carries 1/world (predivided) by default: the same averaged gradients without a
-   * division pass over the buckets; --no-predivide makes the reducer divide instead. */
-  cfg_t base = {"ddp", 10.0, 1.0, DDP_ALGO_AUTO, 1, 1, 1, DDP_HOOK_NONE, 0};
-  const char *json = NULL;
-  int sweep = 0, bad = 0, zeros[3] = {0, 0, 0}, nzero = 0;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int takes = 1;
-    if (!strcmp(a, "--steps") && v) b.steps = atoi(v);
-    else if (!strcmp(a, "--warmup") && v) b.warmup = atoi(v);
-    else if (!strcmp(a, "--batch") && v) b.batch = atoi(v);
-    else if (!strcmp(a, "--layers") && v) bad |= parse_layers(v, b.sizes, &b.nsizes) != 0;
-    else if (!strcmp(a, "--bucket-cap-mb") && v) base.cap_mb = atof(v);
-    else if (!strcmp(a, "--first-bucket-mb") && v) base.first_mb = atof(v);
-    else if (!strcmp(a, "--algo") && v) bad |= ddp_algo_parse(v, &base.algo) != DDP_OK;
-    else if (!strcmp(a, "--hook") && v) {
-      if (!strcmp(v, "fp16")) base.hook = DDP_HOOK_FP16;
-      else if (!strcmp(v, "bf16")) base.hook = DDP_HOOK_BF16;
-      else if (strcmp(v, "none")) bad = 1;
-    } else if (!strcmp(a, "--device") && v) {
-      if (!strcmp(v, "cuda")) b.device_cuda = 1;
-      else if (strcmp(v, "host")) bad = 1;
-    } else if (!strcmp(a, "-J") && v) json = v;
-    else if (!strcmp(a, "--optim") && v) bad |= train_optim_parse(v, &b.optim) != 0;
-    else if (!strcmp(a, "--zero") && v) { /* a list: 0,1,2 */
-      nzero = 0;
-      for (const char *q = v; !bad && *q;) {
-        if (*q < '0' || *q > '2' || nzero == 3) bad = 1;
-        else zeros[nzero++] = *q - '0';
-        q++;
-        if (*q == ',') q++;
-        else if (*q) bad = 1;
-      }
-    }
-    else {
-      takes = 0;
-      if (!strcmp(a, "--no-overlap")) base.overlap = 0;
-      else if (!strcmp(a, "--no-views")) base.views = 0;
-      else if (!strcmp(a, "--predivide")) base.predivided = 1;
-      else if (!strcmp(a, "--no-predivide")) base.predivided = 0;
-      else if (!strcmp(a, "--sweep")) sweep = 1;
-      else if (!strcmp(a, "--no-check")) b.no_check = 1;
-      else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-        usage();
-        return 0;
-      } else bad = 1;
-    }
-    if (bad) {
-      fprintf(stderr, "ddp_bench: bad argument '%s'%s%s\n", a, v && takes ? " " : "", v && takes ? v : "");
-      usage();
-      return 2;
-    }
-    i += takes;
-  }
-  if (b.steps < 1 || b.warmup < 1 || b.batch < 1 || !(base.cap_mb > 0) || !(base.first_mb > 0)) {
-    fprintf(stderr, "ddp_bench: --steps, --warmup, --batch, --bucket-cap-mb and --first-bucket-mb must be positive\n");
-    usage();
-    return 2;
-  }
-  APP_CHECK(ddp_init(&argc, &argv, MPI_COMM_NULL, &b.comm));
-  if (b.device_cuda) {
-    if (!ddp_device_available(b.comm)) {
-      char why[128];
-      ddp_device_describe(b.comm, why, sizeof why);
-      fprintf(stderr, "ddp_bench: --device cuda needs a device: %s (DDP_DEVICE_EMULATE=1 emulates one)\n", why);
-      ddp_finalize(&b.comm);
-      return 2;
-    }
-    APP_CHECK(ddp_stream_create(b.comm, &b.stream));
-  }
-  APP_CHECK(ddp_comm_rank(b.comm, &b.rank));
-  APP_CHECK(ddp_comm_size(b.comm, &b.size));
-  ddp_comm_info_t info;
-  APP_CHECK(ddp_comm_info(b.comm, &info));
-  app_blas_note(info.local_rank == 0, 0);
-  openblas_set_num_threads(1);
-  char err[256];
-  if (tm_create_mlp(&b.m, b.sizes, b.nsizes, NULL, b.batch, 0, err, sizeof err) != 0) {
-    fprintf(stderr, "ddp_bench: cannot build the model: %s\n", err);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  float *zblock = NULL;
-  if (b.optim != TRAIN_OPTIM_SGD) {
-    zblock = calloc(b.m.total, sizeof(float));
-    if (!zblock) MPI_Abort(MPI_COMM_WORLD, 1);
-    for (size_t i = 0, off = 0; i < b.m.nparams; off += b.m.count[i], i++) b.zgrad[i] = zblock + off;
-  }
-  uint64_t seed = train_rng_seed(42);
-  tm_init_params(&b.m, &seed);
-  b.m.trace = on_trace;
-  b.m.trace_ctx = &b;
-  int in = b.sizes[0], classes = b.sizes[b.nsizes - 1];
-  b.x = malloc(sizeof(float) * (size_t)b.batch * (size_t)in);
-  b.labels = malloc(sizeof(int) * (size_t)b.batch);
-  if (!b.x || !b.labels) MPI_Abort(MPI_COMM_WORLD, 1);
-  for (int s = 0; s < b.batch; s++)
-    train_synth_sample(7, (uint64_t)b.rank * (uint64_t)b.batch + (uint64_t)s, in, classes,
-                     b.x + (size_t)s * in, &b.labels[s]);
-
-  if (nzero && (sweep || base.hook != DDP_HOOK_NONE || !base.views || b.device_cuda)) {
+  cli_t cli;
+  memset(&cli, 0, sizeof cli);
+  int pr = parse_args(argc, argv, &b, &cli);
+  if (pr != APP_OPTS_OK) return pr == APP_OPTS_HELP ? 0 : 2;
+  int st = setup(&b, &argc, &argv);
+  if (st != 0) return st;
+  if (cli.nzero && (cli.sweep || cli.base.hook != DDP_HOOK_NONE || !cli.base.views || b.device_cuda)) {
     if (b.rank == 0)
       fprintf(stderr, "ddp_bench: --zero runs host buckets with views, no hook, and not with --sweep\n");
     ddp_finalize(&b.comm);
     return 2;
   }
   cfg_t cfgs[16];
-  int ncfg = 0;
-  if (!nzero) cfgs[ncfg++] = base;
-  for (int z = 0; z < nzero; z++) { /* one configuration per --zero mode, same reducer options */
-    cfg_t c = base;
-    c.zero = zeros[z];
-    snprintf(c.label, sizeof c.label, "zero %d", zeros[z]);
-    cfgs[ncfg++] = c;
-  }
-  if (sweep) {
-    cfg_t c = base;
-    c.overlap = 0, snprintf(c.label, sizeof c.label, "no-overlap");
-    cfgs[ncfg++] = c;
-    c = base, c.algo = DDP_ALGO_MPI, snprintf(c.label, sizeof c.label, "algo mpi");
-    cfgs[ncfg++] = c;
-    c = base, c.views = 0, snprintf(c.label, sizeof c.label, "views off");
-    cfgs[ncfg++] = c;
-    double caps[] = {1.0, 5.0, 25.0, 100.0}; /* 25: PyTorch's default cap */
-    for (int k = 0; k < 4; k++) {
-      c = base, c.cap_mb = caps[k];
-      snprintf(c.label, sizeof c.label, "cap %g MB", caps[k]);
-      cfgs[ncfg++] = c;
-    }
-    c = base, c.predivided = !base.predivided;
-    snprintf(c.label, sizeof c.label, "%s", c.predivided ? "predivided" : "no-predivide");
-    cfgs[ncfg++] = c;
-    c = base, c.hook = DDP_HOOK_BF16, snprintf(c.label, sizeof c.label, "bf16 hook");
-    cfgs[ncfg++] = c;
-    c = base, c.hook = DDP_HOOK_FP16, snprintf(c.label, sizeof c.label, "fp16 hook");
-    cfgs[ncfg++] = c;
-  }
+  int ncfg = make_configs(&cli, cfgs);
   result_t res[16];
   if (run_all(&b, cfgs, ncfg, res) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
-  long rss = b.peak_rss_kib;
-
   if (b.rank == 0) {
-    char ver[128];
-    ddp_mpi_library_version(ver, sizeof ver);
-    printf("# ddp_bench: W-DDP MLP ");
-    for (int i = 0; i < b.nsizes; i++) printf("%s%d", i ? "-" : "", b.sizes[i]);
-    printf(", %zu parameters (%.1f MB of f32 gradients), per-rank batch %d, %s, 1 BLAS thread per rank\n",
-           b.m.total, (double)b.m.total * 4 / 1048576.0, b.batch,
-           b.optim == TRAIN_OPTIM_ADAMW ? "AdamW" : "SGD");
-    printf("# np %d, steps %d (+%d warmup), mpiddp %s, %s\n", b.size, b.steps, b.warmup, ddp_version(), ver);
-    char cpu[160], blas[256];
-    app_cpu_describe(cpu, sizeof cpu);
-    app_blas_describe(blas, sizeof blas);
-    printf("# CPU %s; BLAS %s\n", cpu, blas);
-    if (b.device_cuda) {
-      char dev[128];
-      ddp_device_describe(b.comm, dev, sizeof dev);
-      printf("# device buckets on %s: host compute, gradients copied H2D before grad_ready and D2H after finish\n", dev);
-    }
-    printf("# compute_ms: the same steps without communication (the first configuration's optimizer update included;\n"
-           "# AdamW updates there on zero gradients so its state stays the same on every rank); each measured iteration runs one compute-only step and one\n"
-           "# DDP step per configuration, interleaved in a rotating order; efficiency = compute_ms / ddp_ms (medians over\n"
-           "# the steps, slowest rank; means are in the JSON);\n"
-           "# eff_best = fastest compute-only step / fastest DDP step (the figure least disturbed by other load)\n");
-    printf("# every configuration checks that all ranks end with bitwise identical parameters, and one step against a\n"
-           "# single process on the concatenated batch of all ranks: grad_err = worst relative L2 error of an averaged\n"
-           "# gradient (limit 1e-4, 1e-2 with a fp16/bf16 hook; without a hook also parameters after SGD within 1e-5);\n"
-           "# predivided: the loss\n"
-           "# carries 1/world and the reducer sums (same averaged gradients, no division pass)\n");
-    printf("%-22s %3s %9s %10s %9s %7s %8s %9s %8s %7s %9s %4s %7s %-12s %-3s %-3s %-4s %8s\n", "# config", "np",
-           "params", "compute_ms", "ddp_ms", "effic", "eff_best", "exposed", "comm_ms", "hidden", "samples/s", "bkts",
-           "cap_mb", "algo", "ovl", "vw", "hook", "grad_err");
-    for (int k = 0; k < ncfg; k++) print_row(&b, &res[k]);
-    if (nzero) {
-      /* The memory side: the optimizer's own accounting per configuration, and the process's
-       * peak resident memory (all configurations of this run together). */
-      printf("# %-20s %5s %14s %10s %8s %7s   peak RSS (VmHWM, max over ranks) of this process: %.1f MB\n",
-             "config", "optim", "opt_state_MB", "ddp_ms", "effic", "vs_z0", (double)rss / 1024.0);
-      for (int k = 0; k < ncfg; k++)
-        printf("  %-20s %5s %14.2f %10.2f %8.3f %7.3f\n", res[k].cfg.label, train_optim_name(b.optim),
-               (double)res[k].state_bytes / 1048576.0, res[k].step_ms, res[k].efficiency,
-               res[k].step_ms / res[0].step_ms);
-    }
-    if (ncfg > 1)
-      for (int k = 1; k < ncfg; k++)
-        printf("# %-20s step time %.2fx of '%s'\n", res[k].cfg.label, res[k].step_ms / res[0].step_ms,
-               res[0].cfg.label);
-    if (json) {
-      FILE *fp = fopen(json, "w");
-      if (!fp) {
-        fprintf(stderr, "ddp_bench: cannot write %s\n", json);
-      } else {
-        if (ncfg == 1) {
-          json_row(fp, &b, &res[0]);
-          fputc('\n', fp);
-        } else {
-          fputs("[\n", fp);
-          for (int k = 0; k < ncfg; k++) {
-            json_row(fp, &b, &res[k]);
-            fputs(k + 1 < ncfg ? ",\n" : "\n", fp);
-          }
-          fputs("]\n", fp);
-        }
-        fclose(fp);
-        printf("# wrote %s\n", json);
-      }
-    }
+    print_report(&b, res, ncfg, cli.nzero);
+    if (cli.json) write_json(&b, res, ncfg, cli.json);
   }
-  for (size_t i = 0; i < 32; i++) {
-    if (b.dparam[i]) ddp_device_free(b.comm, b.dparam[i]);
-    if (b.dgrad[i]) ddp_device_free(b.comm, b.dgrad[i]);
-  }
-  if (b.stream) ddp_stream_destroy(b.comm, &b.stream);
-  int wrong = 0, step_wrong = 0;
-  for (int k = 0; k < ncfg; k++) wrong |= res[k].wrong, step_wrong |= res[k].step_wrong;
-  if (wrong && b.rank == 0) printf("# WRONG: parameters differ across ranks after a DDP run\n");
-  for (int k = 0; k < ncfg && b.rank == 0; k++)
-    if (res[k].step_wrong)
-      printf("# WRONG: '%s': one DDP step differs from the single-process step on the concatenated batch "
-             "(gradient error %.3g, limit %.0e)\n", res[k].cfg.label, res[k].grad_err, res[k].grad_tol);
-  wrong |= step_wrong;
+  teardown(&b);
+  int wrong = verdict(&b, res, ncfg);
   free(b.x);
   free(b.labels);
   for (int k = 0; k < 16; k++) train_optim_destroy(&b.opt[k]);
-  free(zblock);
+  free(b.zblock);
   tm_free(&b.m);
   APP_CHECK(ddp_finalize(&b.comm));
   return wrong ? 1 : 0;

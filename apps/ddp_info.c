@@ -5,11 +5,11 @@
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "app_blas.h"
 #include "app_check.h"
+#include "app_opts.h"
 #include "ddp.h"
 
 static const char *level_name(int level) {
@@ -25,27 +25,19 @@ static const char *level_name(int level) {
 int main(int argc, char **argv) {
   app_blas_auto(argv); /* before MPI starts: may re-execute with a faster OpenBLAS kernel */
   double gemm_s = 1.0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-      printf("usage: mpirun -np N ddp_info [--gemm-seconds S]\n"
-             "  Initialises mpiddp on every rank and prints (rank 0) the library and MPI versions,\n"
-             "  the thread level, world size, nodes, shared memory, CUDA-aware MPI, NCCL, the BLAS\n"
-             "  and its kernel, and one line per rank (host, node, local rank, pid, bound GPU,\n"
-             "  BLAS kernel, single-thread sgemm GFLOP/s measured on all ranks at once for S\n"
-             "  seconds, default 1, 0 skips it). Exit code 0 when init and a barrier succeed.\n"
-             "  DDP_* environment variables apply (see README).\n");
-      return 0;
-    }
-    if (!strcmp(argv[i], "--gemm-seconds") && i + 1 < argc) {
-      char *end = NULL;
-      gemm_s = strtod(argv[++i], &end);
-      if (end && !*end && gemm_s >= 0.0 && gemm_s <= 60.0) continue;
-      fprintf(stderr, "ddp_info: --gemm-seconds '%s' must be a number of seconds in [0, 60]\n", argv[i]);
-      return 2;
-    }
-    fprintf(stderr, "ddp_info: unknown argument '%s' (try --help)\n", argv[i]);
-    return 2;
+  const app_opt_t table[] = {APP_DOUBLE("--gemm-seconds", &gemm_s, 0.0, 60.0), APP_OPTS_END};
+  int pr = app_opts_parse("ddp_info", table, argc, argv, stderr);
+  if (pr == APP_OPTS_HELP) {
+    printf("usage: mpirun -np N ddp_info [--gemm-seconds S]\n"
+           "  Initialises mpiddp on every rank and prints (rank 0) the library and MPI versions,\n"
+           "  the thread level, world size, nodes, shared memory, CUDA-aware MPI, NCCL, the BLAS\n"
+           "  and its kernel, and one line per rank (host, node, local rank, pid, bound GPU,\n"
+           "  BLAS kernel, single-thread sgemm GFLOP/s measured on all ranks at once for S\n"
+           "  seconds, default 1, 0 skips it). Exit code 0 when init and a barrier succeed.\n"
+           "  DDP_* environment variables apply (see README).\n");
+    return 0;
   }
+  if (pr != APP_OPTS_OK) return 2;
   ddp_comm_t *comm = NULL;
   APP_CHECK(ddp_init(&argc, &argv, MPI_COMM_WORLD, &comm));
   ddp_comm_info_t info;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "app_check.h"
+#include "app_opts.h"
 #include "ddp.h"
 #include "fmnist.h"
 
@@ -33,24 +34,6 @@ static void usage(FILE *fp) {
           "  --check            exit 1 unless index generation for 60,000 samples takes < 1 ms\n"
           "                     and the loader delivers >= 10x the training rate\n",
           FMNIST_DEFAULT_DIR);
-}
-
-/* Strict unsigned parse: decimal digits only, the whole of 0 .. 2^64-1. */
-static int parse_u64(const char *flag, const char *s, uint64_t *out) {
-  if (s == NULL) {
-    fprintf(stderr, "ddp_sampler: %s needs a value\n", flag);
-    return -1;
-  }
-  char *end = NULL;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (s[0] < '0' || s[0] > '9' || *end != '\0' || errno == ERANGE) {
-    fprintf(stderr, "ddp_sampler: %s '%s' is not an integer in 0 .. 18446744073709551615\n", flag,
-            s);
-    return -1;
-  }
-  *out = (uint64_t)v;
-  return 0;
 }
 
 static double now_s(void) {
@@ -179,6 +162,106 @@ static int bench_loader(ddp_sampler_t *s, const ddp_dataset_t *ds, int depth,
   return 0;
 }
 
+/* 1. index generation (set_epoch = mt19937 + randperm + this rank's share), median */
+static int bench_generation(bench_row_t *rows, int *nrows, double *gen60k_ms) {
+  const struct { uint64_t n; int r; int reps; } gen[] = {
+      {60000, 1, 301}, {60000, 8, 301}, {1000000, 1, 21}};
+  for (size_t i = 0; i < sizeof(gen) / sizeof(gen[0]); i++) {
+    double med = 0.0;
+    if (bench_set_epoch(gen[i].n, gen[i].r, gen[i].reps, &med)) return 1;
+    bench_row_t *r = &rows[(*nrows)++];
+    snprintf(r->what, sizeof r->what, "set_epoch n=%" PRIu64 " replicas=%d", gen[i].n, gen[i].r);
+    r->value = med * 1e3;
+    snprintf(r->unit, sizeof r->unit, "ms");
+    snprintf(r->note, sizeof r->note, "median of %d epochs", gen[i].reps);
+    if (i == 0) *gen60k_ms = r->value;
+  }
+  return 0;
+}
+
+/* overlap: a consumer whose step takes 1 ms per batch, 200 batches; the time it waits for data
+ * in ddp_loader_next, without (depth 0) and with prefetching (depth 2) */
+static int bench_stall(ddp_sampler_t *s, ddp_dataset_t *set, const char *name, bench_row_t *rows,
+                       int *nrows) {
+  double stall[2][BENCH_REPS], total[2][BENCH_REPS];
+  for (int k = 0; k < 2 * BENCH_REPS; k++) { /* alternate depths so drift hits both */
+    size_t n = 0;
+    int dd = k % 2;
+    if (bench_loader(s, set, 2 * dd, 1e-3, 200, &total[dd][k / 2], &n, &stall[dd][k / 2]))
+      return 1;
+  }
+  for (int dd = 0; dd < 2; dd++) {
+    qsort(stall[dd], BENCH_REPS, sizeof(double), cmp_double);
+    qsort(total[dd], BENCH_REPS, sizeof(double), cmp_double);
+  }
+  double med0 = stall[0][BENCH_REPS / 2], med2 = stall[1][BENCH_REPS / 2];
+  for (int dd = 0; dd < 2; dd++) {
+    bench_row_t *r = &rows[(*nrows)++];
+    snprintf(r->what, sizeof r->what, "%s stall/batch, 1 ms step, depth=%d", name, 2 * dd);
+    r->value = stall[dd][BENCH_REPS / 2] / 200 * 1e6;
+    snprintf(r->unit, sizeof r->unit, "us");
+    if (dd == 0)
+      snprintf(r->note, sizeof r->note, "200 batches in %.1f ms (steps alone 200 ms)",
+               total[dd][BENCH_REPS / 2] * 1e3);
+    else
+      snprintf(r->note, sizeof r->note, "200 batches in %.1f ms; stall %.1f%% of depth 0's",
+               total[dd][BENCH_REPS / 2] * 1e3, med0 > 0 ? 100.0 * med2 / med0 : 0.0);
+  }
+  return 0;
+}
+
+/* 2. loader throughput over one dataset at depths 0 and 2 (rate[0], rate[1]), then the stall. */
+static int bench_dataset(ddp_dataset_t *set, const char *name, bench_row_t *rows, int *nrows,
+                         double rate_d[2]) {
+  ddp_sampler_opts_t o;
+  ddp_sampler_opts_default(&o);
+  o.dataset_size = 60000;
+  o.seed = 7;
+  ddp_sampler_t *s = NULL;
+  APP_CHECK(ddp_sampler_create(&o, &s));
+  /* The machine may be shared: every figure is the median of BENCH_REPS runs. */
+  for (int depth = 0; depth <= 2; depth += 2) {
+    double rate[BENCH_REPS], stall = 0.0;
+    size_t n = 0;
+    for (int k = 0; k < BENCH_REPS; k++) {
+      double secs = 0.0;
+      if (bench_loader(s, set, depth, 0.0, SIZE_MAX, &secs, &n, &stall)) return 1;
+      rate[k] = (double)n / secs;
+    }
+    qsort(rate, BENCH_REPS, sizeof(double), cmp_double);
+    bench_row_t *r = &rows[(*nrows)++];
+    snprintf(r->what, sizeof r->what, "loader %s depth=%d", name, depth);
+    r->value = rate[BENCH_REPS / 2];
+    snprintf(r->unit, sizeof r->unit, "samples/s");
+    snprintf(r->note, sizeof r->note, "epochs of %zu samples, median of %d (%.3g .. %.3g)", n,
+             BENCH_REPS, rate[0], rate[BENCH_REPS - 1]);
+    rate_d[depth / 2] = r->value;
+  }
+  if (bench_stall(s, set, name, rows, nrows)) return 1;
+  ddp_sampler_destroy(&s);
+  return 0;
+}
+
+static int write_bench_json(const char *json_path, double train_rate, double ratio,
+                            const bench_row_t *rows, int nrows, int pass) {
+  FILE *fp = fopen(json_path, "w");
+  if (fp == NULL) {
+    fprintf(stderr, "ddp_sampler: cannot write %s: %s\n", json_path, strerror(errno));
+    return 1;
+  }
+  fprintf(fp, "{\n  \"tool\": \"ddp_sampler --bench\",\n  \"version\": \"%s\",\n", ddp_version());
+  fprintf(fp, "  \"train_rate_samples_per_s\": %.1f,\n  \"loader_over_train\": %.2f,\n",
+          train_rate, ratio);
+  fprintf(fp, "  \"rows\": [\n");
+  for (int i = 0; i < nrows; i++)
+    fprintf(fp, "    {\"what\": \"%s\", \"value\": %.6g, \"unit\": \"%s\", \"note\": \"%s\"}%s\n",
+            rows[i].what, rows[i].value, rows[i].unit, rows[i].note, i + 1 < nrows ? "," : "");
+  fprintf(fp, "  ],\n  \"targets_met\": %s\n}\n", pass ? "true" : "false");
+  fclose(fp);
+  printf("# wrote %s\n", json_path);
+  return 0;
+}
+
 static int run_bench(const char *data_dir, double train_rate, const char *json_path,
                      int check) {
   bench_row_t rows[32];
@@ -186,20 +269,7 @@ static int run_bench(const char *data_dir, double train_rate, const char *json_p
   double gen60k_ms = 0.0;
   printf("# ddp_sampler --bench: mpiddp %s, one process, batch 64\n", ddp_version());
   printf("# %-44s %14s %-10s %s\n", "measurement", "value", "unit", "note");
-
-  /* 1. index generation (set_epoch = mt19937 + randperm + this rank's share), median */
-  const struct { uint64_t n; int r; int reps; } gen[] = {
-      {60000, 1, 301}, {60000, 8, 301}, {1000000, 1, 21}};
-  for (size_t i = 0; i < sizeof(gen) / sizeof(gen[0]); i++) {
-    double med = 0.0;
-    if (bench_set_epoch(gen[i].n, gen[i].r, gen[i].reps, &med)) return 1;
-    bench_row_t *r = &rows[nrows++];
-    snprintf(r->what, sizeof r->what, "set_epoch n=%" PRIu64 " replicas=%d", gen[i].n, gen[i].r);
-    r->value = med * 1e3;
-    snprintf(r->unit, sizeof r->unit, "ms");
-    snprintf(r->note, sizeof r->note, "median of %d epochs", gen[i].reps);
-    if (i == 0) gen60k_ms = r->value;
-  }
+  if (bench_generation(rows, &nrows, &gen60k_ms)) return 1;
 
   /* 2. loader throughput, Fashion-MNIST (if installed) and synthetic 784-value samples */
   ddp_dataset_t *sets[2] = {NULL, NULL};
@@ -210,92 +280,24 @@ static int run_bench(const char *data_dir, double train_rate, const char *json_p
   ddp_synthetic_opts_t so = {.count = 60000, .ndim = 2, .dims = {28, 28}, .classes = 10,
                                 .seed = 1};
   APP_CHECK(ddp_dataset_synthetic(&so, &sets[1]));
-  double rate_d0[2] = {0.0, 0.0}, rate_d2[2] = {0.0, 0.0};
+  double rate_d[2][2] = {{0.0, 0.0}, {0.0, 0.0}}; /* [dataset][depth 0, 2] */
   for (int d = 0; d < 2; d++) {
     if (sets[d] == NULL) continue;
-    ddp_sampler_opts_t o;
-    ddp_sampler_opts_default(&o);
-    o.dataset_size = 60000;
-    o.seed = 7;
-    ddp_sampler_t *s = NULL;
-    APP_CHECK(ddp_sampler_create(&o, &s));
-    /* The machine may be shared: every figure is the median of BENCH_REPS runs. */
-    for (int depth = 0; depth <= 2; depth += 2) {
-      double rate[BENCH_REPS], stall = 0.0;
-      size_t n = 0;
-      for (int k = 0; k < BENCH_REPS; k++) {
-        double secs = 0.0;
-        if (bench_loader(s, sets[d], depth, 0.0, SIZE_MAX, &secs, &n, &stall)) return 1;
-        rate[k] = (double)n / secs;
-      }
-      qsort(rate, BENCH_REPS, sizeof(double), cmp_double);
-      bench_row_t *r = &rows[nrows++];
-      snprintf(r->what, sizeof r->what, "loader %s depth=%d", names[d], depth);
-      r->value = rate[BENCH_REPS / 2];
-      snprintf(r->unit, sizeof r->unit, "samples/s");
-      snprintf(r->note, sizeof r->note, "epochs of %zu samples, median of %d (%.3g .. %.3g)", n,
-               BENCH_REPS, rate[0], rate[BENCH_REPS - 1]);
-      if (depth == 0) rate_d0[d] = r->value;
-      else rate_d2[d] = r->value;
-    }
-    /* overlap: a consumer whose step takes 1 ms per batch, 200 batches; the time it waits for
-     * data in ddp_loader_next, without (depth 0) and with prefetching (depth 2) */
-    double stall[2][BENCH_REPS], total[2][BENCH_REPS];
-    for (int k = 0; k < 2 * BENCH_REPS; k++) { /* alternate depths so drift hits both */
-      size_t n = 0;
-      int dd = k % 2;
-      if (bench_loader(s, sets[d], 2 * dd, 1e-3, 200, &total[dd][k / 2], &n, &stall[dd][k / 2]))
-        return 1;
-    }
-    for (int dd = 0; dd < 2; dd++) {
-      qsort(stall[dd], BENCH_REPS, sizeof(double), cmp_double);
-      qsort(total[dd], BENCH_REPS, sizeof(double), cmp_double);
-    }
-    double med0 = stall[0][BENCH_REPS / 2], med2 = stall[1][BENCH_REPS / 2];
-    for (int dd = 0; dd < 2; dd++) {
-      bench_row_t *r = &rows[nrows++];
-      snprintf(r->what, sizeof r->what, "%s stall/batch, 1 ms step, depth=%d", names[d],
-               2 * dd);
-      r->value = stall[dd][BENCH_REPS / 2] / 200 * 1e6;
-      snprintf(r->unit, sizeof r->unit, "us");
-      if (dd == 0)
-        snprintf(r->note, sizeof r->note, "200 batches in %.1f ms (steps alone 200 ms)",
-                 total[dd][BENCH_REPS / 2] * 1e3);
-      else
-        snprintf(r->note, sizeof r->note, "200 batches in %.1f ms; stall %.1f%% of depth 0's",
-                 total[dd][BENCH_REPS / 2] * 1e3, med0 > 0 ? 100.0 * med2 / med0 : 0.0);
-    }
-    ddp_sampler_destroy(&s);
+    if (bench_dataset(sets[d], names[d], rows, &nrows, rate_d[d])) return 1;
     ddp_dataset_destroy(&sets[d]);
   }
   for (int i = 0; i < nrows; i++)
     printf("  %-44s %14.4g %-10s %s\n", rows[i].what, rows[i].value, rows[i].unit, rows[i].note);
   /* the loader target is judged on Fashion-MNIST, or on the synthetic set without it */
-  int src = rate_d2[0] > 0 ? 0 : 1;
-  double ratio = rate_d2[src] / train_rate;
+  int src = rate_d[0][1] > 0 ? 0 : 1;
+  double ratio = rate_d[src][1] / train_rate;
   printf("# loader (%s, depth 2) / training consumption (%.0f samples/s) = %.1fx "
          "(target >= 10x); depth 0 gives %.1fx\n",
-         names[src], train_rate, ratio, rate_d0[src] / train_rate);
+         names[src], train_rate, ratio, rate_d[src][0] / train_rate);
   int pass = gen60k_ms < 1.0 && ratio >= 10.0;
   printf("# targets: index generation for 60,000 samples %.3f ms (< 1 ms), loader %.1fx (>= 10x)"
          " -> %s\n", gen60k_ms, ratio, pass ? "PASS" : "FAIL");
-  if (json_path) {
-    FILE *fp = fopen(json_path, "w");
-    if (fp == NULL) {
-      fprintf(stderr, "ddp_sampler: cannot write %s: %s\n", json_path, strerror(errno));
-      return 1;
-    }
-    fprintf(fp, "{\n  \"tool\": \"ddp_sampler --bench\",\n  \"version\": \"%s\",\n", ddp_version());
-    fprintf(fp, "  \"train_rate_samples_per_s\": %.1f,\n  \"loader_over_train\": %.2f,\n",
-            train_rate, ratio);
-    fprintf(fp, "  \"rows\": [\n");
-    for (int i = 0; i < nrows; i++)
-      fprintf(fp, "    {\"what\": \"%s\", \"value\": %.6g, \"unit\": \"%s\", \"note\": \"%s\"}%s\n",
-              rows[i].what, rows[i].value, rows[i].unit, rows[i].note, i + 1 < nrows ? "," : "");
-    fprintf(fp, "  ],\n  \"targets_met\": %s\n}\n", pass ? "true" : "false");
-    fclose(fp);
-    printf("# wrote %s\n", json_path);
-  }
+  if (json_path && write_bench_json(json_path, train_rate, ratio, rows, nrows, pass)) return 1;
   return check && !pass ? 1 : 0;
 }
 
@@ -304,42 +306,22 @@ int main(int argc, char **argv) {
   ddp_sampler_opts_default(&o);
   o.shuffle = 0; /* the flag turns it on */
   uint64_t size = 0, replicas = 1, rank = 0, epoch = 0, batch_size = 0;
-  int have_size = 0, all_ranks = 0, drop_last_batch = 0, bench = 0, check = 0;
+  int all_ranks = 0, drop_last_batch = 0, bench = 0, check = 0;
   const char *data_dir = NULL, *json_path = NULL;
   double train_rate = 64.0 / 0.033;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int bad = 0;
-    if (strcmp(a, "--size") == 0) bad = parse_u64(a, v, &size), have_size = 1, i++;
-    else if (strcmp(a, "--replicas") == 0) bad = parse_u64(a, v, &replicas), i++;
-    else if (strcmp(a, "--rank") == 0) bad = parse_u64(a, v, &rank), i++;
-    else if (strcmp(a, "--seed") == 0) bad = parse_u64(a, v, &o.seed), i++;
-    else if (strcmp(a, "--epoch") == 0) bad = parse_u64(a, v, &epoch), i++;
-    else if (strcmp(a, "--batch-size") == 0) bad = parse_u64(a, v, &batch_size), i++;
-    else if (strcmp(a, "--shuffle") == 0) o.shuffle = 1;
-    else if (strcmp(a, "--drop-last") == 0) o.drop_last = 1;
-    else if (strcmp(a, "--drop-last-batch") == 0) drop_last_batch = 1;
-    else if (strcmp(a, "--all-ranks") == 0) all_ranks = 1;
-    else if (strcmp(a, "--bench") == 0) bench = 1;
-    else if (strcmp(a, "--check") == 0) check = 1;
-    else if (strcmp(a, "--data") == 0 && v) data_dir = v, i++;
-    else if (strcmp(a, "--json") == 0 && v) json_path = v, i++;
-    else if (strcmp(a, "--train-rate") == 0 && v) {
-      char *end = NULL;
-      train_rate = strtod(v, &end);
-      bad = *end != '\0' || !(train_rate > 0);
-      if (bad) fprintf(stderr, "ddp_sampler: --train-rate '%s' must be a positive number\n", v);
-      i++;
-    } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-      usage(stdout);
-      return 0;
-    } else {
-      fprintf(stderr, "ddp_sampler: unknown or incomplete argument '%s'\n", a);
-      usage(stderr);
-      return 2;
-    }
-    if (bad) return 2;
-  }
+  int size_at = 0;
+  app_opt_t table[] = {
+      APP_U64("--size", &size), APP_U64("--replicas", &replicas), APP_U64("--rank", &rank),
+      APP_U64("--seed", &o.seed), APP_U64("--epoch", &epoch), APP_U64("--batch-size", &batch_size),
+      APP_FLAG("--shuffle", &o.shuffle, 1), APP_FLAG("--drop-last", &o.drop_last, 1),
+      APP_FLAG("--drop-last-batch", &drop_last_batch, 1), APP_FLAG("--all-ranks", &all_ranks, 1),
+      APP_FLAG("--bench", &bench, 1), APP_FLAG("--check", &check, 1), APP_STR("--data", &data_dir),
+      APP_STR("--json", &json_path), APP_DOUBLE("--train-rate", &train_rate, 1e-9, 1e30), APP_OPTS_END};
+  table[0].seen = &size_at;
+  int pr = app_opts_parse("ddp_sampler", table, argc, argv, stderr);
+  if (pr == APP_OPTS_HELP) usage(stdout);
+  if (pr != APP_OPTS_OK) return pr == APP_OPTS_HELP ? 0 : 2;
+  int have_size = size_at > 0;
   if (bench) return run_bench(data_dir, train_rate, json_path, check);
   if (!have_size) {
     fprintf(stderr, "ddp_sampler: --size is required\n");

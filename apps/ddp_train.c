@@ -8,7 +8,6 @@
 #include <limits.h>
 #include <math.h>
 #include <mpi.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,12 +17,14 @@
 
 #include "app_blas.h"
 #include "app_check.h"
+#include "app_opts.h"
 #include "checkpoint.h"
-#include "ckpt_dir.h"
 #include "ddp.h"
 #include "fmnist.h"
 #include "train_model.h"
 #include "train_optim.h"
+#include "train_elastic.h"
+#include "train_restart.h"
 #include "train_util.h"
 #if DDP_TRAIN_GPU
 #include "train_gpu.h"
@@ -73,6 +74,7 @@ typedef struct opts {
   int progress; /* -1 auto, 0 off, 1 on */
   train_optim_kind_t optim; /* --optim */
   int zero;                 /* --zero 0|1|2 */
+  int elastic_batch;        /* --elastic-batch: another world size may change the global batch */
 } opts_t;
 
 static void usage(FILE *f) {
@@ -118,7 +120,11 @@ static void usage(FILE *f) {
           "  --threads N              OpenBLAS threads per rank (default 1)\n"
           "  --checkpoint FILE        save model, optimizer, sampler position and RNG (rank 0)\n"
           "  --checkpoint-every N     ... every N steps (default: at the end of each epoch)\n"
-          "  --resume FILE            continue from a checkpoint (same -np, --batch, --seed)\n"
+          "  --resume FILE            continue from a checkpoint (same --seed; same -np and\n"
+          "                           --batch, or another -np with the checkpoint's global\n"
+          "                           batch: per-rank batch x accumulation chosen to match)\n"
+          "  --elastic-batch          another -np whose ranks cannot split the global batch\n"
+          "                           evenly: take the closest one instead of refusing\n"
           "  --checkpoint-dir DIR     numbered checkpoints in DIR (instead of --checkpoint), a\n"
           "                           pointer DIR/LATEST to the newest complete one, and the\n"
           "                           newest --keep K kept (default 2); SIGTERM or SIGUSR1 then\n"
@@ -143,41 +149,53 @@ static void usage(FILE *f) {
     if (!quiet) fprintf(stderr, __VA_ARGS__);   \
   } while (0)
 
-static int parse_long(const char *flag, const char *v, long lo, long hi, long *out, int quiet) {
-  char *end = NULL;
-  errno = 0;
-  long x = v ? strtol(v, &end, 10) : 0;
-  if (!v || errno || end == v || *end || x < lo || x > hi) {
-    PERR("ddp_train: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi,
-            v ? v : "(missing)");
-    return -1;
-  }
-  *out = x;
-  return 0;
-}
+/* The option table over o; the enum-valued options land in the ints of e (then copied: an
+ * enum's storage need not be an int's). */
+typedef struct {
+  int model, hook, sync, amp, device, optim, sync_at, lanes_at;
+} enum_args_t;
 
-static int parse_double(const char *flag, const char *v, double lo, double hi, double *out,
-                        int quiet) {
-  char *end = NULL;
-  errno = 0;
-  double x = v ? strtod(v, &end) : 0;
-  if (!v || errno || end == v || *end || !(x >= lo && x <= hi)) {
-    PERR("ddp_train: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi,
-            v ? v : "(missing)");
-    return -1;
-  }
-  *out = x;
-  return 0;
-}
-
-/* An option's text value (a file, a folder, a name): only its presence is checked here. */
-static int parse_str(const char *flag, const char *v, const char *what, const char **out,
-                     int quiet) {
-  if (!v) {
-    PERR("ddp_train: %s needs %s\n", flag, what);
-    return -1;
-  }
-  *out = v;
+static int parse_table(int argc, char **argv, opts_t *o, enum_args_t *e, int quiet) {
+  static const char *const models[] = {"mlp", "cnn", NULL}, *const syncs[] = {"reducer", "mpi", NULL},
+                           *const halves[] = {"none", "fp16", "bf16", NULL},
+                           *const devices[] = {"host", "cuda", NULL}, *const optims[] = {"sgd", "adamw", NULL};
+  static const int hooks[] = {DDP_HOOK_NONE, DDP_HOOK_FP16, DDP_HOOK_BF16},
+                   amps[] = {TRAIN_AMP_NONE, TRAIN_AMP_FP16, TRAIN_AMP_BF16}, sync_kinds[] = {SYNC_REDUCER, SYNC_MPI},
+                   optim_kinds[] = {TRAIN_OPTIM_SGD, TRAIN_OPTIM_ADAMW};
+  const app_opt_t table[] = {
+      APP_INT("--epochs", &o->epochs, 1, 100000), APP_LONG("--batch", &o->batch, 1, 65536),
+      APP_DOUBLE("--lr", &o->lr, 0.0, 100.0), APP_DOUBLE("--momentum", &o->momentum, 0.0, 0.999999),
+      APP_DOUBLE("--wd", &o->wd, 0.0, 1.0), APP_ENUM("--optim", &e->optim, optims, optim_kinds),
+      APP_INT("--zero", &o->zero, 0, 2), APP_LONG("--warmup", &o->warmup, 0, LONG_MAX),
+      APP_ENUM("--model", &e->model, models, NULL), APP_U64("--seed", &o->seed),
+      APP_STR("--algo", &o->algo), APP_DOUBLE("--bucket-cap-mb", &o->bucket_cap_mb, 0.001, 65536.0),
+      APP_ENUM("--hook", &e->hook, halves, hooks), APP_ENUM("--amp", &e->amp, halves, amps),
+      /* the later of --sync and --deterministic (its lanes) decides the exchange */
+      {.names = "--sync", .kind = APP_OPT_ENUM, .target = &e->sync, .choices = syncs,
+       .values = sync_kinds, .seen = &e->sync_at},
+      {.names = "--deterministic", .kind = APP_OPT_LONG, .target = &o->lanes, .min = 1, .max = 4096,
+       .seen = &e->lanes_at},
+      APP_DOUBLE("--loss-scale", &o->loss_scale, 1.0, 1e30),
+      APP_ENUM("--device", &e->device, devices, NULL), APP_STR("--data", &o->data),
+      APP_STR("--metrics", &o->metrics), APP_FLAG("--checkpoint-activations", &o->checkpoint_activations, 1),
+      APP_INT("--threads", &o->threads, 1, 1024), APP_STR("--checkpoint", &o->checkpoint),
+      APP_LONG("--checkpoint-every", &o->checkpoint_every, 1, LONG_MAX), APP_STR("--resume", &o->resume),
+      APP_STR("--checkpoint-dir", &o->checkpoint_dir), APP_LONG("--keep", &o->keep, 1, 1000000),
+      APP_LONG("--limit-steps", &o->limit_steps, 1, LONG_MAX),
+      APP_LONG("--limit-test", &o->limit_test, 1, LONG_MAX),
+      APP_LONG("--stop-after", &o->stop_after, 1, LONG_MAX), APP_STR("--log-steps", &o->log_steps),
+      APP_FLAG("--no-progress", &o->progress, 0), APP_FLAG("--progress", &o->progress, 1),
+      APP_FLAG("--elastic-batch", &o->elastic_batch, 1),
+      APP_OPTS_END};
+  int pr = app_opts_parse("ddp_train", table, argc, argv, quiet ? NULL : stderr);
+  if (pr == APP_OPTS_HELP && !quiet) usage(stdout);
+  if (pr != APP_OPTS_OK) return pr;
+  o->model = models[e->model];
+  o->hook = (ddp_hook_t)e->hook;
+  o->sync = e->lanes_at > e->sync_at ? SYNC_LANES : (sync_kind_t)e->sync;
+  o->amp = (train_amp_t)e->amp;
+  o->device = e->device;
+  o->optim = (train_optim_kind_t)e->optim;
   return 0;
 }
 
@@ -187,146 +205,10 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
                 .warmup = -1, .model = "mlp", .seed = 0, .algo = NULL, .bucket_cap_mb = 10.0,
                 .hook = DDP_HOOK_NONE, .data = NULL, .threads = 1, .sync = SYNC_REDUCER, .progress = -1, .loss_scale = 65536.0};
   o->keep = 2;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    long x;
-    double d;
-#define FLAG(name) (strcmp(a, name) == 0)
-    if (FLAG("-h") || FLAG("--help")) {
-      if (!quiet) usage(stdout);
-      return 1;
-    } else if (FLAG("--epochs")) {
-      if (parse_long(a, v, 1, 100000, &x, quiet)) return -1;
-      o->epochs = (int)x, i++;
-    } else if (FLAG("--batch")) {
-      if (parse_long(a, v, 1, 65536, &x, quiet)) return -1;
-      o->batch = x, i++;
-    } else if (FLAG("--lr")) {
-      if (parse_double(a, v, 0.0, 100.0, &o->lr, quiet)) return -1;
-      i++;
-    } else if (FLAG("--momentum")) {
-      if (parse_double(a, v, 0.0, 0.999999, &o->momentum, quiet)) return -1;
-      i++;
-    } else if (FLAG("--wd")) {
-      if (parse_double(a, v, 0.0, 1.0, &o->wd, quiet)) return -1;
-      i++;
-    } else if (FLAG("--optim")) {
-      if (train_optim_parse(v, &o->optim) != 0) {
-        PERR("ddp_train: --optim expects sgd or adamw, got '%s'\n", v ? v : "(missing)");
-        return -1;
-      }
-      i++;
-    } else if (FLAG("--zero")) {
-      if (parse_long(a, v, 0, 2, &x, quiet)) return -1;
-      o->zero = (int)x, i++;
-    } else if (FLAG("--warmup")) {
-      if (parse_long(a, v, 0, LONG_MAX, &x, quiet)) return -1;
-      o->warmup = x, i++;
-    } else if (FLAG("--model")) {
-      if (!v || (strcmp(v, "mlp") && strcmp(v, "cnn"))) {
-        PERR("ddp_train: --model expects mlp or cnn, got '%s'\n", v ? v : "(missing)");
-        return -1;
-      }
-      o->model = v, i++;
-    } else if (FLAG("--seed")) {
-      if (parse_long(a, v, 0, LONG_MAX, &x, quiet)) return -1;
-      o->seed = (uint64_t)x, i++;
-    } else if (FLAG("--algo")) {
-      if (parse_str(a, v, "a name", &o->algo, quiet)) return -1;
-      i++;
-    } else if (FLAG("--bucket-cap-mb")) {
-      if (parse_double(a, v, 0.001, 65536.0, &d, quiet)) return -1;
-      o->bucket_cap_mb = d, i++;
-    } else if (FLAG("--hook")) {
-      if (v && strcmp(v, "none") == 0) o->hook = DDP_HOOK_NONE;
-      else if (v && strcmp(v, "fp16") == 0) o->hook = DDP_HOOK_FP16;
-      else if (v && strcmp(v, "bf16") == 0) o->hook = DDP_HOOK_BF16;
-      else {
-        PERR("ddp_train: --hook expects none, fp16 or bf16, got '%s'\n",
-                v ? v : "(missing)");
-        return -1;
-      }
-      i++;
-    } else if (FLAG("--sync")) {
-      if (v && strcmp(v, "reducer") == 0) o->sync = SYNC_REDUCER;
-      else if (v && strcmp(v, "mpi") == 0) o->sync = SYNC_MPI;
-      else {
-        PERR("ddp_train: --sync expects reducer or mpi, got '%s'\n", v ? v : "(missing)");
-        return -1;
-      }
-      i++;
-    } else if (FLAG("--deterministic")) {
-      if (parse_long(a, v, 1, 4096, &x, quiet)) return -1;
-      o->lanes = x, o->sync = SYNC_LANES, i++;
-    } else if (FLAG("--amp")) {
-      if (v && strcmp(v, "none") == 0) o->amp = TRAIN_AMP_NONE;
-      else if (v && strcmp(v, "fp16") == 0) o->amp = TRAIN_AMP_FP16;
-      else if (v && strcmp(v, "bf16") == 0) o->amp = TRAIN_AMP_BF16;
-      else {
-        PERR("ddp_train: --amp expects none, fp16 or bf16, got '%s'\n", v ? v : "(missing)");
-        return -1;
-      }
-      i++;
-    } else if (FLAG("--loss-scale")) {
-      if (parse_double(a, v, 1.0, 1e30, &o->loss_scale, quiet)) return -1;
-      i++;
-    } else if (FLAG("--device")) {
-      if (v && strcmp(v, "host") == 0) o->device = 0;
-      else if (v && strcmp(v, "cuda") == 0) o->device = 1;
-      else {
-        PERR("ddp_train: --device expects host or cuda, got '%s'\n", v ? v : "(missing)");
-        return -1;
-      }
-      i++;
-    } else if (FLAG("--data")) {
-      if (parse_str(a, v, "a folder", &o->data, quiet)) return -1;
-      i++;
-    } else if (FLAG("--metrics")) {
-      if (parse_str(a, v, "a file", &o->metrics, quiet)) return -1;
-      i++;
-    } else if (FLAG("--checkpoint-activations")) {
-      o->checkpoint_activations = 1;
-    } else if (FLAG("--threads")) {
-      if (parse_long(a, v, 1, 1024, &x, quiet)) return -1;
-      o->threads = (int)x, i++;
-    } else if (FLAG("--checkpoint")) {
-      if (parse_str(a, v, "a file", &o->checkpoint, quiet)) return -1;
-      i++;
-    } else if (FLAG("--checkpoint-every")) {
-      if (parse_long(a, v, 1, LONG_MAX, &x, quiet)) return -1;
-      o->checkpoint_every = x, i++;
-    } else if (FLAG("--resume")) {
-      if (parse_str(a, v, "a file", &o->resume, quiet)) return -1;
-      i++;
-    } else if (FLAG("--checkpoint-dir")) {
-      if (parse_str(a, v, "a folder", &o->checkpoint_dir, quiet)) return -1;
-      i++;
-    } else if (FLAG("--keep")) {
-      if (parse_long(a, v, 1, 1000000, &x, quiet)) return -1;
-      o->keep = x, i++;
-    } else if (FLAG("--limit-steps")) {
-      if (parse_long(a, v, 1, LONG_MAX, &x, quiet)) return -1;
-      o->limit_steps = x, i++;
-    } else if (FLAG("--limit-test")) {
-      if (parse_long(a, v, 1, LONG_MAX, &x, quiet)) return -1;
-      o->limit_test = x, i++;
-    } else if (FLAG("--stop-after")) {
-      if (parse_long(a, v, 1, LONG_MAX, &x, quiet)) return -1;
-      o->stop_after = x, i++;
-    } else if (FLAG("--log-steps")) {
-      if (parse_str(a, v, "a file", &o->log_steps, quiet)) return -1;
-      i++;
-    } else if (FLAG("--no-progress")) {
-      o->progress = 0;
-    } else if (FLAG("--progress")) {
-      o->progress = 1;
-    } else {
-      PERR("ddp_train: unknown option '%s' (see --help)\n", a);
-      return -1;
-    }
-#undef FLAG
-  }
+  enum_args_t e = {.hook = DDP_HOOK_NONE, .sync = SYNC_REDUCER, .amp = TRAIN_AMP_NONE,
+                   .optim = TRAIN_OPTIM_SGD};
+  int pr = parse_table(argc, argv, o, &e, quiet);
+  if (pr != 0) return pr;
   int adamw = o->optim == TRAIN_OPTIM_ADAMW;
   if (o->lr < 0.0) o->lr = adamw ? 1e-3 : 0.05;
   if (o->wd < 0.0) o->wd = adamw ? 0.01 : 5e-4;
@@ -405,9 +287,6 @@ struct trainer {
   train_optim_t *opt;    /* --zero: created at the first update, over this rank's shard */
   size_t shard_begin[TM_MAX_PARAMS], shard_count[TM_MAX_PARAMS]; /* the range of each tensor
                             the optimizer updates: all of it, or (--zero) this rank's shard */
-  float *resume_state;   /* --zero --resume: the file's full optimizer state until the shard is
-                            known (the reducer fixes it at the first finish) */
-  uint64_t resume_optim_steps;
   double *lane_blk;      /* --deterministic --zero: this rank's block of the f64 reduce-scatter */
   size_t lane_len;       /* grad64 elements (padded to a multiple of the ranks with --zero) */
   train_scaler_t scaler;
@@ -415,6 +294,12 @@ struct trainer {
   uint64_t start_epoch, start_step, global_step; /* 0, or the checkpoint's position */
   double resume_loss_sum;
   uint64_t resume_loss_steps;
+  /* Resumed at another world size (train_elastic.h): the plan, and the checkpoint's world and
+   * per-rank batch; o.batch is then the plan's batch x accum. */
+  int elastic;
+  elastic_plan_t eplan;
+  int from_world;
+  uint64_t from_batch;
   float *xbuf;           /* evaluation batch */
   int32_t *ybuf;
   double *grad64;        /* --deterministic: lane-weighted gradient sum, then the sample count */
@@ -436,15 +321,10 @@ struct trainer {
 #endif
   FILE *metrics, *steplog;
   int progress;
-  /* Restarts: whether a checkpoint was resumed (and which: rank 0), the global step of the
-   * newest checkpoint this run wrote, the step-boundary agreement's time and count. */
-  int resumed;
-  char resume_path[4200];
-  uint64_t saved_step;
-  int saved_ok; /* rank 0: that save was written */
-  int stop_sig; /* the signal the ranks agreed to stop on */
-  double agree_s, ckpt_s; /* time in the step boundary's agreement, in writing checkpoints */
-  uint64_t agree_n, ckpt_n;
+  /* Restarts (train_restart.h): stop on request, checkpoints, the resumed one's bytes until
+   * the optimizer takes its state (--zero: at the first update). */
+  train_restart_t rst;
+  float *state_ptr[CKPT_MAX_STATE * TM_MAX_PARAMS]; /* the optimizer's state, as the layout names it */
 };
 
 #if DDP_TRAIN_GPU
@@ -469,27 +349,38 @@ static size_t lane_blk_elems(const trainer_t *t) {
   return (t->m.total + (size_t)t->size - 1) / (size_t)t->size;
 }
 
+/* The state a checkpoint of this run holds, as this rank sees it: the parameters, the
+ * optimizer's buffers over this rank's ranges (all of every tensor, or its --zero shard). */
+static train_restart_layout_t restart_layout(trainer_t *t) {
+  size_t np = t->m.nparams, nst = t->opt ? train_optim_nstate(t->opt) : 0;
+  for (size_t k = 0; k < nst; k++)
+    for (size_t i = 0; i < np; i++) t->state_ptr[k * np + i] = train_optim_state_buf(t->opt, k)[i];
+  return (train_restart_layout_t){.nparams = np, .count = t->m.count, .param = t->m.param,
+                                  .nstate = nst, .state = t->state_ptr,
+                                  .shard_begin = t->shard_begin, .shard_count = t->shard_count,
+                                  .sharded = t->o.zero != 0};
+}
+
+/* A resumed checkpoint's optimizer state and step count, once the optimizer exists. */
+static void restore_optim(trainer_t *t) {
+  if (!t->opt || !t->rst.state_pending) return;
+  train_restart_layout_t lay = restart_layout(t);
+  train_restart_take_state(&t->rst, &lay);
+  train_optim_set_steps(t->opt, t->rst.view.st.optim_steps);
+}
+
 /* The optimizer over the range of each tensor this rank updates: everything, or with --zero
  * its shard (the reducer's after its first finish; --deterministic: its block of the flat
  * vector), with state for that range only. A pending resume state is taken over here. */
 static int ensure_optim(trainer_t *t) {
   train_model_t *m = &t->m;
   if (t->opt) return 0;
-  size_t lo = 0, hi = m->total;
-  if (t->o.zero && t->o.sync == SYNC_LANES) {
-    lo = lane_blk_elems(t) * (size_t)t->rank;
-    hi = lo + lane_blk_elems(t);
-    lo = lo < m->total ? lo : m->total;
-    hi = hi < m->total ? hi : m->total;
-  }
-  for (size_t i = 0, off = 0; i < m->nparams; off += m->count[i], i++) {
-    if (t->o.zero && t->o.sync == SYNC_REDUCER) {
+  if (t->o.zero && t->o.sync == SYNC_REDUCER) {
+    for (size_t i = 0; i < m->nparams; i++)
       APP_CHECK(ddp_reducer_shard_range(t->reducer, i, &t->shard_begin[i], &t->shard_count[i]));
-    } else {
-      size_t a = lo > off ? lo : off, e = hi < off + m->count[i] ? hi : off + m->count[i];
-      t->shard_begin[i] = e > a ? a - off : 0;
-      t->shard_count[i] = e > a ? e - a : 0;
-    }
+  } else { /* the whole model, or (--zero, --deterministic) this rank's block of it */
+    elastic_flat_shard(m->count, m->nparams, t->o.zero ? t->size : 1, t->o.zero ? t->rank : 0,
+                       t->shard_begin, t->shard_count);
   }
   train_optim_opts_t oo;
   optim_opts(&t->o, &oo);
@@ -497,17 +388,7 @@ static int ensure_optim(trainer_t *t) {
     fprintf(stderr, "ddp_train: out of memory for the optimizer\n");
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
-  if (t->resume_state) {
-    for (size_t k = 0; k < train_optim_nstate(t->opt); k++) {
-      float *const *dst = train_optim_state_buf(t->opt, k);
-      for (size_t i = 0, off = 0; i < m->nparams; off += m->count[i], i++)
-        memcpy(dst[i], t->resume_state + k * m->total + off + t->shard_begin[i],
-               t->shard_count[i] * sizeof(float));
-    }
-    train_optim_set_steps(t->opt, t->resume_optim_steps);
-    free(t->resume_state);
-    t->resume_state = NULL;
-  }
+  restore_optim(t);
   return 0;
 }
 
@@ -808,125 +689,76 @@ static int setup_model(trainer_t *t) {
   return 0;
 }
 
-/* Rank 0: the checkpoint to resume from, into *buf / *view: --resume FILE, or --resume auto:
- * the newest of --checkpoint-dir that validates (ckdir_candidates' order), falling back past
- * damaged ones and saying so, or --checkpoint FILE when it exists. A checkpoint of another
- * run (model, sizes, world size, batch, seed) is refused, never skipped. Returns 1 (loaded,
- * t->resume_path names it), 0 (nothing to resume: start from scratch) or -1 (refused). */
-static int pick_resume(trainer_t *t, void **buf, size_t *bytes, ckpt_view_t *view) {
-  const opts_t *o = &t->o;
-  const train_model_t *m = &t->m;
-  char err[1024], path[4200], name[CKDIR_NAME_BYTES];
-  int is_auto = strcmp(o->resume, "auto") == 0;
-  const char *where = o->checkpoint_dir ? o->checkpoint_dir : o->checkpoint;
-  uint64_t *steps = NULL;
-  size_t n = 1;
-  if (is_auto && o->checkpoint_dir) {
-    char note[2048];
-    if (ckdir_candidates(o->checkpoint_dir, &steps, &n, note, sizeof note, err, sizeof err) != 0) {
-      fprintf(stderr, "ddp_train: --resume auto: %s\n", err);
+/* The batch plan for a checkpoint of another world size (train_elastic.h). --deterministic
+ * computes lane by lane, so a step's samples may be any split b' x a' (its micro-batches are one
+ * pass over the lanes, whose sizes do not change); the other exchanges have no gradient
+ * accumulation: a' = 1 and b' within the model's batch (this run's --batch). Every rank gets
+ * the same plan from the same header. Returns 0, or -1 with the reason in err. */
+static int elastic_plan_for(const trainer_t *t, const ckpt_view_t *v, elastic_plan_t *p,
+                            char *err, size_t errlen) {
+  int lanes = t->o.sync == SYNC_LANES;
+  if (elastic_plan(v->st.world, v->st.batch, 1, t->size, lanes ? 0 : (uint64_t)t->m.max_batch,
+                   lanes ? 0 : 1, t->o.elastic_batch, p, err, errlen) != 0)
+    return -1;
+  if (lanes) { /* a lane's samples must fit the model's batch */
+    uint64_t per = (uint64_t)(t->o.lanes / t->size), mine = p->batch * p->accum;
+    if ((mine + per - 1) / per > (uint64_t)t->m.max_batch) {
+      snprintf(err, errlen, "%llu samples per rank in %llu lanes need a batch of %llu, this run's "
+               "--batch is %d", (unsigned long long)mine, (unsigned long long)per,
+               (unsigned long long)((mine + per - 1) / per), t->m.max_batch);
       return -1;
     }
-    if (note[0]) fprintf(stderr, "ddp_train: --resume auto: %s\n", note);
-  } else if (is_auto) {
-    n = access(o->checkpoint, F_OK) == 0;
   }
-  int rc = 0;
-  for (size_t i = 0; i < n && rc == 0; i++) {
-    if (is_auto && o->checkpoint_dir) {
-      ckdir_name(steps[i], name, sizeof name);
-      snprintf(path, sizeof path, "%s/%s", o->checkpoint_dir, name);
-    } else {
-      snprintf(path, sizeof path, "%s", is_auto ? o->checkpoint : o->resume);
-    }
-    if (ckpt_load_file(path, buf, bytes, view, err, sizeof err) != 0) {
-      if (!is_auto) {
-        fprintf(stderr, "ddp_train: cannot resume from %s: %s\n", path, err);
-        rc = -1;
-      } else {
-        fprintf(stderr, "ddp_train: --resume auto: %s is damaged (%s); %s\n", path, err,
-                i + 1 < n ? "falling back to the previous checkpoint" : "no older checkpoint left");
-      }
-      continue;
-    }
-    if (ckpt_check_compatible(*buf, view, o->model, m->count, (uint32_t)m->nparams, t->size,
-                              (uint64_t)o->batch, o->seed, err, sizeof err) != 0 ||
-        ckpt_check_optim(view, (uint32_t)o->optim, train_optim_name(o->optim), ckpt_nstate(o), err,
-                         sizeof err) != 0) {
-      fprintf(stderr, "ddp_train: cannot resume from %s: %s\n", path, err);
-      free(*buf);
-      *buf = NULL;
-      rc = -1;
-      continue;
-    }
-    snprintf(t->resume_path, sizeof t->resume_path, "%s", path);
-    rc = 1;
-  }
-  if (rc == 0)
-    fprintf(stderr, "ddp_train: --resume auto: no usable checkpoint %s %s: starting from scratch\n",
-            o->checkpoint_dir ? "in" : "at", where);
-  free(steps);
-  return rc;
+  return 0;
 }
 
-/* --resume: rank 0 picks, reads and checks the checkpoint, every rank gets its bytes and
- * restores the model, the optimizer state, the position, the RNG and the loss scaler. Returns
- * 0 (also when --resume auto found nothing), or 3 when the checkpoint is refused (rank 0 said
- * why). */
+/* train_restart's question for a checkpoint of another world size: does its batch fit? */
+static int elastic_fits(void *ctx, const ckpt_view_t *v, char *err, size_t errlen) {
+  elastic_plan_t p;
+  return elastic_plan_for((const trainer_t *)ctx, v, &p, err, errlen);
+}
+
+/* --resume (train_restart_load: --resume FILE, or auto: the newest checkpoint that validates;
+ * one of another run is refused): the parameters, the optimizer state (--zero: at the first
+ * update, once the shard is known), the position, the RNG and the loss scaler. Returns 0 (also
+ * when --resume auto found nothing), or 3 when the checkpoint is refused (rank 0 said why). */
 static int resume(trainer_t *t) {
   const opts_t *o = &t->o;
-  train_model_t *m = &t->m;
-  if (!o->resume) return 0;
-  char err[1024];
-  void *buf = NULL;
-  size_t bytes = 0;
-  ckpt_view_t view;
-  long long hdr[1] = {0};
-  if (t->rank == 0) {
-    int r = pick_resume(t, &buf, &bytes, &view);
-    hdr[0] = r < 0 ? -1 : r == 0 ? 0 : (long long)bytes;
+  ckpt_state_t want = {.nparams = (uint32_t)t->m.nparams, .batch = (uint64_t)o->batch,
+                       .seed = o->seed, .optim = (uint32_t)o->optim, .nstate = ckpt_nstate(o)};
+  snprintf(want.model, sizeof want.model, "%s", o->model);
+  int rc = train_restart_load(&t->rst, &want, t->m.count, train_optim_name(o->optim));
+  if (rc != 0 || !t->rst.resumed) return rc;
+  train_restart_layout_t lay = restart_layout(t);
+  train_restart_take_params(&t->rst, &lay);
+  restore_optim(t);
+  const ckpt_state_t *st = &t->rst.view.st;
+  t->start_epoch = st->epoch;
+  t->start_step = st->step_in_epoch;
+  if (st->world != t->size) {
+    /* Elastic: the same global batch (o.batch becomes b' x a' per rank, the loader's), so
+     * global step s still covers samples [s B, (s + 1) B) of the epoch's order; a changed
+     * global batch (--elastic-batch) starts at the step that repeats rather than skips. The
+     * optimizer state is re-cut for this world size as it is taken (restore_optim). */
+    char err[512];
+    if (elastic_plan_for(t, &t->rst.view, &t->eplan, err, sizeof err) != 0) { /* rank 0 checked */
+      fprintf(stderr, "ddp_train: rank %d: %s\n", t->rank, err);
+      MPI_Abort(MPI_COMM_WORLD, 3);
+    }
+    t->elastic = 1;
+    t->from_world = st->world;
+    t->from_batch = st->batch;
+    t->o.batch = (long)(t->eplan.batch * t->eplan.accum);
+    if (!t->eplan.exact) t->start_step = st->step_in_epoch * t->eplan.old_global / t->eplan.global_batch;
   }
-  MPI_Bcast(hdr, 1, MPI_LONG_LONG, 0, t->world);
-  if (hdr[0] < 0) {
-    free(buf);
-    return 3;
+  t->global_step = st->global_step;
+  t->rng = st->rng;
+  t->resume_loss_sum = st->loss_sum;
+  t->resume_loss_steps = st->loss_steps;
+  if (o->amp == TRAIN_AMP_FP16 && st->loss_scale >= 1.0f) {
+    t->scaler.scale = st->loss_scale;
+    t->scaler.clean = st->scale_clean;
   }
-  if (hdr[0] == 0) return 0; /* nothing to resume: from scratch */
-  t->resumed = 1;
-  bytes = (size_t)hdr[0];
-  if (t->rank != 0) buf = alloc_or_abort(bytes);
-  for (size_t off = 0; off < bytes;) {
-    int n = bytes - off > (1u << 30) ? (1 << 30) : (int)(bytes - off);
-    MPI_Bcast((char *)buf + off, n, MPI_BYTE, 0, t->world);
-    off += (size_t)n;
-  }
-  if (t->rank != 0 && ckpt_parse(buf, bytes, &view, err, sizeof err) != 0) {
-    fprintf(stderr, "ddp_train: rank %d: checkpoint damaged in transit: %s\n", t->rank, err);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-  ckpt_copy_floats(buf, view.params_off, m->param_block, m->total);
-  /* The file holds the full state: restored at once, or (--zero) kept until the optimizer is
-   * created over this rank's shard and takes its range (ensure_optim). */
-  size_t nst = t->opt ? train_optim_nstate(t->opt) : ckpt_nstate(o);
-  if (t->opt && train_optim_state_block(t->opt))
-    ckpt_copy_floats(buf, view.state_off, train_optim_state_block(t->opt), nst * m->total);
-  if (t->opt) train_optim_set_steps(t->opt, view.st.optim_steps);
-  if (!t->opt) {
-    t->resume_state = alloc_or_abort(sizeof(float) * nst * m->total);
-    ckpt_copy_floats(buf, view.state_off, t->resume_state, nst * m->total);
-    t->resume_optim_steps = view.st.optim_steps;
-  }
-  t->start_epoch = view.st.epoch;
-  t->start_step = view.st.step_in_epoch;
-  t->global_step = view.st.global_step;
-  t->rng = view.st.rng;
-  t->resume_loss_sum = view.st.loss_sum;
-  t->resume_loss_steps = view.st.loss_steps;
-  if (o->amp == TRAIN_AMP_FP16 && view.st.loss_scale >= 1.0f) {
-    t->scaler.scale = view.st.loss_scale;
-    t->scaler.clean = view.st.scale_clean;
-  }
-  free(buf);
   return 0;
 }
 
@@ -956,7 +788,7 @@ static int setup_data(trainer_t *t) {
   t->warmup = o->warmup >= 0 ? (uint64_t)o->warmup : train_default_warmup(t->total_steps);
   t->n_test = t->tei.count;
   if (o->limit_test && (uint64_t)o->limit_test < t->n_test) t->n_test = (uint64_t)o->limit_test;
-  if (t->resumed && (t->start_epoch > (uint64_t)o->epochs || t->start_step > t->steps)) {
+  if (t->rst.resumed && (t->start_epoch > (uint64_t)o->epochs || t->start_step > t->steps)) {
     if (t->rank == 0)
       fprintf(stderr, "ddp_train: checkpoint position epoch %llu step %llu is beyond this run "
               "(%d epochs of %llu steps)\n", (unsigned long long)t->start_epoch,
@@ -1056,7 +888,7 @@ static int setup_gpu(trainer_t *t) {
 static void open_outputs(trainer_t *t) {
   const opts_t *o = &t->o;
   if (t->rank == 0 && o->metrics) {
-    t->metrics = fopen(o->metrics, t->resumed ? "a" : "w");
+    t->metrics = fopen(o->metrics, t->rst.resumed ? "a" : "w");
     if (!t->metrics) fprintf(stderr, "ddp_train: cannot write %s: %s\n", o->metrics, strerror(errno));
     else if (ftell(t->metrics) == 0) { /* new, or empty: a run killed before its first line */
       fprintf(t->metrics, "epoch,global_step,train_loss,test_acc,samples_per_s,epoch_s,lr\n");
@@ -1127,10 +959,17 @@ static void print_header(const trainer_t *t) {
          (double)(o->checkpoint_activations ? m->act_bytes_full : m->act_bytes_ckpt) / 1048576.0,
          o->checkpoint_activations ? "without" : "with --checkpoint-activations",
          100.0 * (1.0 - (double)m->act_bytes_ckpt / (double)m->act_bytes_full));
-  if (t->resumed)
-    printf("# resumed from %s at epoch %llu step %llu (global step %llu)\n", t->resume_path,
+  if (t->rst.resumed)
+    printf("# resumed from %s at epoch %llu step %llu (global step %llu)\n", t->rst.resume_path,
            (unsigned long long)t->start_epoch + 1, (unsigned long long)t->start_step,
            (unsigned long long)t->global_step);
+  if (t->elastic) {
+    char line[512];
+    elastic_describe(t->from_world, t->from_batch, 1, &t->eplan, line, sizeof line);
+    printf("# %s%s%s\n", line, o->zero ? "; optimizer state re-partitioned" : "",
+           o->sync == SYNC_LANES && t->eplan.accum > 1 ? "; --deterministic: a step's micro-batches "
+           "are one pass over its lanes" : "");
+  }
   printf("%5s %11s %9s %11s %8s\n", "epoch", "train_loss", "test_acc", "samples/s", "time_s");
   fflush(stdout);
 }
@@ -1158,199 +997,71 @@ static double evaluate(trainer_t *t) {
   return counts[1] ? (double)counts[0] / (double)counts[1] : 0.0;
 }
 
-/* The full optimizer state on rank 0 (nstate * total floats, buffer by buffer, tensors in
- * order, as the checkpoint stores it): the optimizer's own block, or with --zero every rank's
- * shard gathered (collective; *owned = 1: the caller frees it). NULL without state and on the
- * other ranks. */
-static float *gather_state(trainer_t *t, int *owned) {
-  train_model_t *m = &t->m;
-  size_t np = m->nparams, nst = train_optim_nstate(t->opt), mine_n = 0;
-  *owned = 0;
-  if (!t->o.zero) return train_optim_state_block(t->opt);
-  if (!t->opt || nst == 0) return NULL; /* every rank agrees: same options, same steps done */
-  uint64_t mine[2 * TM_MAX_PARAMS];
-  for (size_t i = 0; i < np; i++) {
-    mine[2 * i] = t->shard_begin[i], mine[2 * i + 1] = t->shard_count[i];
-    mine_n += t->shard_count[i];
-  }
-  int root = t->rank == 0, n = t->size;
-  uint64_t *all = root ? alloc_or_abort(sizeof(uint64_t) * 2 * np * (size_t)n) : NULL;
-  int *cnt = root ? alloc_or_abort(sizeof(int) * 2 * (size_t)n) : NULL, *dsp = root ? cnt + n : NULL;
-  MPI_Gather(mine, (int)(2 * np), MPI_UINT64_T, all, (int)(2 * np), MPI_UINT64_T, 0, t->world);
-  size_t rtotal = 0;
-  for (int q = 0; root && q < n; q++) {
-    size_t sum = 0;
-    for (size_t i = 0; i < np; i++) sum += all[(size_t)q * 2 * np + 2 * i + 1];
-    cnt[q] = (int)(nst * sum), dsp[q] = (int)rtotal;
-    rtotal += nst * sum;
-  }
-  float *recv = root ? alloc_or_abort(sizeof(float) * (rtotal ? rtotal : 1)) : NULL;
-  MPI_Gatherv(train_optim_state_block(t->opt), (int)(nst * mine_n), MPI_FLOAT, recv, cnt, dsp,
-              MPI_FLOAT, 0, t->world);
-  float *full = NULL;
-  if (root) {
-    full = alloc_or_abort(sizeof(float) * nst * m->total);
-    for (int q = 0; q < n; q++) {
-      const uint64_t *rq = all + (size_t)q * 2 * np;
-      size_t sum = (size_t)cnt[q] / nst;
-      for (size_t k = 0; k < nst; k++)
-        for (size_t i = 0, off = 0, soff = 0; i < np; off += m->count[i], soff += rq[2 * i + 1], i++)
-          memcpy(full + k * m->total + off + rq[2 * i], recv + dsp[q] + k * sum + soff,
-                 rq[2 * i + 1] * sizeof(float));
-    }
-    *owned = 1;
-  }
-  free(all);
-  free(cnt);
-  free(recv);
-  return full;
-}
-
-/* Every rank calls this (the sharded state is gathered first); rank 0 writes the model,
- * optimizer state, loss scaler and position `st` atomically, to --checkpoint FILE or as the next
- * numbered checkpoint of --checkpoint-dir (then LATEST, then pruning to --keep). A failed write
- * is reported and training goes on (the previous checkpoint stays intact). Returns 0 when
- * written (rank 0), 0 on the other ranks. */
+/* Every rank calls this (train_restart_save gathers the sharded state first); rank 0 writes
+ * the model, optimizer state, loss scaler and position atomically, to --checkpoint FILE or as
+ * the next numbered checkpoint of --checkpoint-dir (then LATEST, then pruning to --keep). A
+ * failed write is reported and training goes on (the previous checkpoint stays intact).
+ * Returns 0 when written (rank 0), 0 on the other ranks. */
 static int save_checkpoint(trainer_t *t, uint64_t epoch, uint64_t step_in_epoch, double loss_sum,
                            uint64_t loss_steps) {
   const opts_t *o = &t->o;
-  int owned = 0;
   if (params_sync(t) != 0) MPI_Abort(MPI_COMM_WORLD, 1);
-  float *state = gather_state(t, &owned);
-  t->saved_step = t->global_step; /* on every rank: this step's position has been saved */
-  if (t->rank != 0) return 0;
-  ckpt_state_t st = {.nparams = (uint32_t)t->m.nparams, .world = t->size,
-                     .batch = (uint64_t)o->batch, .seed = o->seed, .epoch = epoch,
+  ckpt_state_t st = {.batch = (uint64_t)o->batch, .seed = o->seed, .epoch = epoch,
                      .step_in_epoch = step_in_epoch, .global_step = t->global_step, .rng = t->rng,
                      .loss_sum = loss_sum, .loss_steps = loss_steps,
-                     .epochs = (uint64_t)o->epochs};
-  char err[1024];
+                     .epochs = (uint64_t)o->epochs, .optim = (uint32_t)o->optim,
+                     .nstate = ckpt_nstate(o), .optim_steps = train_optim_steps(t->opt)};
   snprintf(st.model, sizeof st.model, "%s", o->model);
   st.loss_scale = o->amp == TRAIN_AMP_FP16 ? t->scaler.scale : 0.0f;
   st.scale_clean = o->amp == TRAIN_AMP_FP16 ? t->scaler.clean : 0;
-  st.optim = (uint32_t)o->optim;
-  st.nstate = ckpt_nstate(o);
-  st.optim_steps = train_optim_steps(t->opt);
-  float *sp[CKPT_MAX_STATE * TM_MAX_PARAMS];
-  for (size_t k = 0; state && k < st.nstate; k++)
-    for (size_t i = 0, off = 0; i < t->m.nparams; off += t->m.count[i], i++)
-      sp[k * t->m.nparams + i] = state + k * t->m.total + off;
-  void *cb = NULL;
-  size_t cbytes = 0;
-  char note[2048] = "";
-  double t0 = train_now();
-  int rc = ckpt_serialize(&st, (float *const *)t->m.param, state ? sp : NULL, t->m.count, &cb,
-                          &cbytes, err, sizeof err);
-  if (rc == 0 && o->checkpoint_dir)
-    rc = ckdir_save(o->checkpoint_dir, t->global_step, cb, cbytes, (unsigned)o->keep, note,
-                    sizeof note, err, sizeof err);
-  else if (rc == 0)
-    rc = ckpt_write_atomic(o->checkpoint, cb, cbytes, err, sizeof err);
-  if (rc != 0) fprintf(stderr, "ddp_train: checkpoint not written: %s\n", err);
-  if (note[0]) fprintf(stderr, "ddp_train: checkpoint directory: %s\n", note);
-  free(cb);
-  if (owned) free(state);
-  t->saved_ok = rc == 0;
-  if (rc == 0) {
-    t->ckpt_s += train_now() - t0;
-    t->ckpt_n++;
-  }
-  return rc;
-}
-
-/* Stopping on request (--checkpoint FILE or --checkpoint-dir): SIGTERM or SIGUSR1, what a
- * scheduler sends before a time limit or a preemption, only sets this flag; the ranks agree on
- * it at every step boundary (agree_step), so all of them stop after the same step, write one
- * checkpoint and exit with DDP_TRAIN_EXIT_RESUME. A second signal before that is done ends
- * the process at once with status 128 + signal (_exit is async-signal-safe). */
-#define DDP_TRAIN_EXIT_RESUME 75 /* EX_TEMPFAIL: stopped with a checkpoint; resume to go on */
-static volatile sig_atomic_t stop_signal;
-
-static void on_stop_signal(int sig) {
-  if (stop_signal) _exit(128 + sig);
-  stop_signal = sig;
-}
-
-static void install_stop_handlers(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_stop_signal;
-  sa.sa_flags = SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGUSR1, &sa, NULL);
+  train_restart_layout_t lay = restart_layout(t);
+  return train_restart_save(&t->rst, &lay, &st);
 }
 
 /* Checkpointing on: rank 0 makes sure --checkpoint-dir can be written (before any data is
- * read: a run must not train for hours and then fail to save), and every rank stops on
- * request. Returns 0, or -1 with every rank (rank 0 said why). */
+ * read), and every rank stops on request from here on (train_restart_init). Returns 0, or -1
+ * with every rank (rank 0 said why). */
 static int prepare_restarts(trainer_t *t) {
   const opts_t *o = &t->o;
-  int ok = 1;
-  if (o->checkpoint_dir && t->rank == 0) {
-    char err[1024];
-    ok = ckdir_prepare(o->checkpoint_dir, err, sizeof err) == 0;
-    if (!ok) fprintf(stderr, "ddp_train: %s\n", err);
-  }
-  MPI_Bcast(&ok, 1, MPI_INT, 0, t->world);
-  if (!ok) return -1;
-  if (o->checkpoint || o->checkpoint_dir) install_stop_handlers();
-  return 0;
+  train_restart_opts_t ro = {.app = "ddp_train", .file = o->checkpoint, .dir = o->checkpoint_dir,
+                             .resume = o->resume, .keep = (unsigned)o->keep,
+                             .elastic = elastic_fits, .elastic_ctx = t};
+  return train_restart_init(&t->rst, &ro, t->comm);
 }
 
-/* The step boundary every rank passes: one allreduce of two doubles sums the ranks' losses
- * (so every rank accumulates the very same epoch loss, which a checkpoint then restores
- * exactly) and their stop flags (so every rank learns of a signal any rank got at the same
- * step, and none waits for one that already left). A library collective, so the watchdog
- * (DDP_TIMEOUT_S) also covers a rank that stops answering here. Returns the ranks' mean loss;
- * *stop is the lowest signal number any rank got (0: none). */
-static double agree_step(trainer_t *t, double loss, int *stop) {
-  double t0 = train_now();
-  int sig = stop_signal;
-  double v[2] = {loss, sig ? 1.0 : 0.0}, r[2], mine = sig ? (double)sig : 1e9, first = 0.0;
-  APP_CHECK(ddp_allreduce(t->comm, v, r, 2, DDP_F64, DDP_SUM, NULL));
-  if (r[1] > 0.0) APP_CHECK(ddp_allreduce(t->comm, &mine, &first, 1, DDP_F64, DDP_MIN, NULL));
-  *stop = (int)first;
-  t->agree_s += train_now() - t0;
-  t->agree_n++;
-  return r[0] / (double)t->size;
-}
+/* Where an epoch stands: batches done (from the resume position in the first), the running
+ * loss sum of the ranks' means and its step count, samples seen here, the last learning rate. */
+typedef struct epoch_pos {
+  uint64_t done, loss_steps, samples;
+  double loss_sum, lr;
+} epoch_pos_t;
 
-/* One epoch: the steps (from the resume position in the first), mid-epoch checkpoints,
- * --stop-after and stopping on request (a checkpoint of the agreed step); then the epoch's
- * loss, the evaluation, rank 0's line and the end-of-epoch checkpoint. *stopped: --stop-after
- * or a signal (t->stop_sig) ended the run. */
-static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) {
+/* The steps of one epoch from p->done on, mid-epoch checkpoints, --stop-after and stopping on
+ * request (t->rst.stop_sig). *stopped: one of those ended the run. */
+static int run_steps(trainer_t *t, uint64_t epoch, epoch_pos_t *p, int *stopped) {
   const opts_t *o = &t->o;
-  double t0 = train_now();
-  APP_CHECK(ddp_loader_start_epoch(t->loader, epoch));
-  int first_epoch = epoch == t->start_epoch;
-  uint64_t first = first_epoch ? t->start_step : 0;
-  double loss_sum = first_epoch ? t->resume_loss_sum : 0.0;
-  uint64_t loss_steps = first_epoch ? t->resume_loss_steps : 0;
   ddp_batch_t b;
-  for (uint64_t s = 0; s < first; s++) APP_CHECK(ddp_loader_next(t->loader, &b)); /* skip done */
-  double lr = 0.0;
-  uint64_t samples = 0, done = first;
-  for (uint64_t s = first; s < t->steps; s++) {
+  for (uint64_t s = 0; s < p->done; s++) APP_CHECK(ddp_loader_next(t->loader, &b)); /* skip done */
+  for (uint64_t s = p->done; s < t->steps; s++) {
     APP_CHECK(ddp_loader_next(t->loader, &b));
     if (b.count == 0) break;
     double loss = 0.0;
-    lr = train_lr(o->lr, t->global_step, t->warmup, t->total_steps);
-    if (t->step(t, &b, (float)lr, &loss) != 0) return 1;
+    p->lr = train_lr(o->lr, t->global_step, t->warmup, t->total_steps);
+    if (t->step(t, &b, (float)p->lr, &loss) != 0) return 1;
     t->global_step++;
-    done = s + 1;
+    p->done = s + 1;
     int stop = 0;
-    loss_sum += agree_step(t, loss, &stop); /* the ranks' mean: the same on every rank */
-    loss_steps++;
-    samples += b.count;
+    p->loss_sum += train_restart_agree(&t->rst, loss, &stop); /* the ranks' mean: the same on every rank */
+    p->loss_steps++;
+    p->samples += b.count;
     if (t->steplog) {
-      fprintf(t->steplog, "%llu %.9g %.9g\n", (unsigned long long)t->global_step, loss, lr);
+      fprintf(t->steplog, "%llu %.9g %.9g\n", (unsigned long long)t->global_step, loss, p->lr);
       fflush(t->steplog); /* a run killed at any step leaves every step it finished */
     }
     if (t->progress && (s % 20 == 0 || s + 1 == t->steps)) {
       printf("\r  epoch %llu [%5llu/%5llu] loss %.4f", (unsigned long long)epoch + 1,
-             (unsigned long long)s + 1, (unsigned long long)t->steps, loss_sum / (double)loss_steps);
+             (unsigned long long)s + 1, (unsigned long long)t->steps,
+             p->loss_sum / (double)p->loss_steps);
       fflush(stdout);
     }
     if ((o->checkpoint || o->checkpoint_dir) && o->checkpoint_every &&
@@ -1359,45 +1070,55 @@ static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) 
       /* Mid-epoch position: this epoch, s + 1 batches done; the loss sum (of the ranks'
        * means) is the same on every rank, so every rank resumes with the same value. */
       gpu_download(t, 1);
-      save_checkpoint(t, epoch, s + 1, loss_sum, loss_steps);
+      save_checkpoint(t, epoch, s + 1, p->loss_sum, p->loss_steps);
     }
-    if (stop) {
-      t->stop_sig = stop;
-      *stopped = 1;
-      break;
-    }
-    if (o->stop_after && t->global_step >= (uint64_t)o->stop_after) {
+    if (stop) t->rst.stop_sig = stop;
+    if (stop || (o->stop_after && t->global_step >= (uint64_t)o->stop_after)) {
       *stopped = 1;
       break;
     }
   }
+  return 0;
+}
+
+/* The run stopped mid-epoch. On request every rank is here after the same step: rank 0 writes
+ * its position (unless the --checkpoint-every save of this very step just did). */
+static void report_stop(trainer_t *t, uint64_t epoch, const epoch_pos_t *p) {
+  if (!t->rst.stop_sig) {
+    if (t->rank == 0) printf("# stopped after global step %llu (--stop-after)\n", (unsigned long long)t->global_step);
+    return;
+  }
+  int ok = t->rst.saved_ok;
+  if (t->rst.saved_step != t->global_step)
+    ok = save_checkpoint(t, epoch, p->done, p->loss_sum, p->loss_steps) == 0;
+  char where[96];
+  snprintf(where, sizeof where, "epoch %llu, step %llu", (unsigned long long)epoch + 1,
+           (unsigned long long)p->done);
+  train_restart_print_stop(&t->rst, t->global_step, where, ok);
+}
+
+/* One epoch: the steps, then (unless stopped: report_stop) the epoch's loss, the evaluation,
+ * rank 0's line and the end-of-epoch checkpoint. *stopped: --stop-after or a signal
+ * (t->rst.stop_sig) ended the run. */
+static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) {
+  const opts_t *o = &t->o;
+  double t0 = train_now();
+  APP_CHECK(ddp_loader_start_epoch(t->loader, epoch));
+  int first_epoch = epoch == t->start_epoch;
+  epoch_pos_t p = {.done = first_epoch ? t->start_step : 0,
+                   .loss_sum = first_epoch ? t->resume_loss_sum : 0.0,
+                   .loss_steps = first_epoch ? t->resume_loss_steps : 0};
+  if (run_steps(t, epoch, &p, stopped) != 0) return 1;
   double t_train = train_now() - t0;
   gpu_download(t, 0); /* evaluation, checkpoint and the final CRC read the host copy */
   if (params_sync(t) != 0) return 1; /* --zero: the last update's allgather */
   if (t->progress) printf("\r\033[K");
-  if (*stopped && t->stop_sig) {
-    /* Every rank is here after the same step: rank 0 writes its position (unless the
-     * --checkpoint-every save of this very step just did). */
-    int ok = t->saved_ok;
-    if (t->saved_step != t->global_step) ok = save_checkpoint(t, epoch, done, loss_sum, loss_steps) == 0;
-    if (t->rank == 0) {
-      printf("# stopped on %s after global step %llu (epoch %llu, step %llu): %s; exit status %d\n",
-             t->stop_sig == SIGTERM ? "SIGTERM" : t->stop_sig == SIGUSR1 ? "SIGUSR1" : "a signal",
-             (unsigned long long)t->global_step, (unsigned long long)epoch + 1,
-             (unsigned long long)done,
-             ok ? "checkpoint written, resume with --resume auto"
-                : "its checkpoint was NOT written, a resume repeats the steps since the previous one",
-             DDP_TRAIN_EXIT_RESUME);
-      fflush(stdout);
-    }
-    return 0;
-  }
   if (*stopped) {
-    if (t->rank == 0) printf("# stopped after global step %llu (--stop-after)\n", (unsigned long long)t->global_step);
+    report_stop(t, epoch, &p);
     return 0;
   }
-  double epoch_loss = loss_steps ? loss_sum / (double)loss_steps : 0.0;
-  int64_t lsamples = (int64_t)samples, gsamples = 0; /* watchdog-covered, as evaluate() */
+  double epoch_loss = p.loss_steps ? p.loss_sum / (double)p.loss_steps : 0.0;
+  int64_t lsamples = (int64_t)p.samples, gsamples = 0; /* watchdog-covered, as evaluate() */
   APP_CHECK(ddp_allreduce(t->comm, &lsamples, &gsamples, 1, DDP_I64, DDP_SUM, NULL));
   *acc = evaluate(t);
   double t_epoch = train_now() - t0;
@@ -1408,7 +1129,7 @@ static int train_epoch(trainer_t *t, uint64_t epoch, int *stopped, double *acc) 
     fflush(stdout);
     if (t->metrics) {
       fprintf(t->metrics, "%llu,%llu,%.9g,%.6f,%.1f,%.3f,%.6g\n", (unsigned long long)epoch + 1,
-              (unsigned long long)t->global_step, epoch_loss, *acc, sps, t_epoch, lr);
+              (unsigned long long)t->global_step, epoch_loss, *acc, sps, t_epoch, p.lr);
       fflush(t->metrics);
     }
   }
@@ -1434,13 +1155,7 @@ static void report(trainer_t *t, int stopped, double acc, double run_t0) {
          ckpt_crc32(t->m.param_block, sizeof(float) * t->m.total), t->m.total);
   printf("# optimizer %s: state %.2f MB on the largest rank (--zero %d)\n", train_optim_name(o->optim),
          (double)sbmax / 1048576.0, o->zero);
-  if (t->agree_n)
-    printf("# step boundary (loss + stop flag, one allreduce of 2 f64): %.1f us/step over %llu steps\n",
-           1e6 * t->agree_s / (double)t->agree_n, (unsigned long long)t->agree_n);
-  if (t->ckpt_n)
-    printf("# checkpoints: %llu written, %.1f ms each (serialise, write, fsync, rename%s)\n",
-           (unsigned long long)t->ckpt_n, 1e3 * t->ckpt_s / (double)t->ckpt_n,
-           o->checkpoint_dir ? ", LATEST, prune" : "");
+  train_restart_print_stats(&t->rst);
   if (t->reducer && ddp_reducer_stats(t->reducer, &t->rs) == DDP_OK && t->rs.iterations)
     printf("# reducer: %zu buckets, comm %.3f ms/step, exposed %.3f ms/step, %.0f%% hidden\n",
            t->rs.nbuckets, t->rs.comm_ms_avg, t->rs.exposed_ms_avg, 100.0 * t->rs.hidden_fraction);
@@ -1466,7 +1181,7 @@ static int cleanup(trainer_t *t) {
   train_optim_destroy(&t->opt);
   free(t->grad64);
   free(t->lane_blk);
-  free(t->resume_state);
+  train_restart_destroy(&t->rst);
   free(t->lane_x);
   free(t->lane_y);
   free(t->xbuf);
@@ -1512,5 +1227,5 @@ int main(int argc, char **argv) {
   report(&t, stopped, acc, run_t0);
   if (cleanup(&t) != 0) return 1;
   APP_CHECK(ddp_finalize(&t.comm));
-  return t.stop_sig ? DDP_TRAIN_EXIT_RESUME : 0;
+  return t.rst.stop_sig ? TRAIN_RESTART_EXIT : 0;
 }

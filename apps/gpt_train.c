@@ -18,6 +18,7 @@
 
 #include "app_blas.h"
 #include "app_check.h"
+#include "app_opts.h"
 #include "checkpoint.h"
 #include "ddp.h"
 #include "gpt.h"
@@ -72,84 +73,42 @@ static void usage(FILE *f) {
           GPT_DEFAULT_CORPUS);
 }
 
-/* ---- arguments (kept in this one function: the kit's common parser replaces it) ---------- */
+/* ---- arguments ---------------------------------------------------------------------------- */
 
+/* Returns 0 ok, 1 help printed, -1 error (said on rank 0 only: quiet elsewhere). */
 static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
   *o = (opts_t){.cfg = {.layers = 6, .heads = 6, .dim = 384, .seq = 256, .vocab = GPT_VOCAB_BYTES},
                 .batch = -1, .accum = 1, .steps = 1000, .warmup = -1, .log_every = 10,
                 .val_every = 100, .val_windows = 64, .lr = 6e-4, .wd = 0.1, .beta1 = 0.9,
                 .beta2 = 0.95, .eps = 1e-8, .clip = 1.0, .bucket_cap_mb = 10.0, .threads = 1,
                 .data = GPT_DEFAULT_CORPUS};
-  int layers = -1, heads = -1, dim = -1, seq = -1;
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    long *lp = NULL, lo = 1, hi = LONG_MAX;
-    int *ip = NULL;
-    double *dp = NULL, dlo = 0.0, dhi = 1e30;
-    const char **sp = NULL;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      if (!quiet) usage(stdout);
-      return 1;
-    }
-    if (!strcmp(a, "--recompute")) { /* the one flag without a value */
-      o->recompute = 1;
-      continue;
-    }
-#define L_(name, ptr, l, h) else if (!strcmp(a, name)) lp = (ptr), lo = (l), hi = (h);
-#define I_(name, ptr, l, h) else if (!strcmp(a, name)) ip = (ptr), lo = (l), hi = (h);
-#define D_(name, ptr, l, h) else if (!strcmp(a, name)) dp = (ptr), dlo = (l), dhi = (h);
-#define S_(name, ptr) else if (!strcmp(a, name)) sp = (ptr);
-    if (0) {}
-    I_("--layers", &layers, 1, 1024) I_("--heads", &heads, 1, 4096) I_("--dim", &dim, 1, 65536)
-    I_("--seq", &seq, 1, 65536) L_("--batch", &o->batch, 1, 65536) L_("--accum", &o->accum, 1, 65536)
-    L_("--steps", &o->steps, 1, LONG_MAX) L_("--warmup", &o->warmup, 0, LONG_MAX)
-    L_("--log-every", &o->log_every, 1, LONG_MAX) L_("--val-every", &o->val_every, 0, LONG_MAX)
-    L_("--val-windows", &o->val_windows, 0, LONG_MAX) L_("--deterministic", &o->lanes, 1, 4096)
-    I_("--zero", &o->zero, 0, 2) I_("--threads", &o->threads, 1, 1024)
-    D_("--lr", &o->lr, 0.0, 10.0) D_("--wd", &o->wd, 0.0, 10.0) D_("--beta1", &o->beta1, 0.0, 0.999999)
-    D_("--beta2", &o->beta2, 0.0, 0.999999999) D_("--eps", &o->eps, 0.0, 1.0)
-    D_("--clip", &o->clip, 0.0, 1e30) D_("--bucket-cap-mb", &o->bucket_cap_mb, 0.001, 65536.0)
-    S_("--data", &o->data) S_("--algo", &o->algo) S_("--dump-init", &o->dump_init)
-    S_("--dump-grads", &o->dump_grads) S_("--log-steps", &o->log_steps) S_("--preset", &o->preset)
-    else {
-      if (!quiet) fprintf(stderr, "gpt_train: unknown option '%s' (see --help)\n", a);
-      return -1;
-    }
-#undef L_
-#undef I_
-#undef D_
-#undef S_
-    char *end = NULL;
-    errno = 0;
-    if (sp) {
-      if (!v) {
-        if (!quiet) fprintf(stderr, "gpt_train: %s needs a value\n", a);
-        return -1;
-      }
-      *sp = v;
-    } else if (dp) {
-      double x = v ? strtod(v, &end) : 0.0;
-      if (!v || errno || end == v || *end || !(x >= dlo && x <= dhi)) {
-        if (!quiet) fprintf(stderr, "gpt_train: %s expects a number in [%g, %g], got '%s'\n", a, dlo, dhi, v ? v : "(missing)");
-        return -1;
-      }
-      *dp = x;
-    } else {
-      long x = v ? strtol(v, &end, 10) : 0;
-      if (!v || errno || end == v || *end || x < lo || x > hi) {
-        if (!quiet) fprintf(stderr, "gpt_train: %s expects an integer in [%ld, %ld], got '%s'\n", a, lo, hi, v ? v : "(missing)");
-        return -1;
-      }
-      if (lp) *lp = x;
-      else *ip = (int)x;
-    }
-    i++;
-  }
-  if (o->preset && strcmp(o->preset, "gpt2-124m")) {
-    if (!quiet) fprintf(stderr, "gpt_train: --preset expects gpt2-124m, got '%s'\n", o->preset);
-    return -1;
-  }
-  if (o->preset) {
+  int layers = -1, heads = -1, dim = -1, seq = -1, preset = 0;
+  static const char *const presets[] = {"gpt2-124m", NULL};
+  const app_opt_t table[] = {
+      APP_INT("--layers", &layers, 1, 1024), APP_INT("--heads", &heads, 1, 4096),
+      APP_INT("--dim", &dim, 1, 65536), APP_INT("--seq", &seq, 1, 65536),
+      APP_ENUM("--preset", &preset, presets, (const int[]){1}),
+      APP_LONG("--batch", &o->batch, 1, 65536), APP_LONG("--accum", &o->accum, 1, 65536),
+      APP_LONG("--steps", &o->steps, 1, LONG_MAX), APP_LONG("--warmup", &o->warmup, 0, LONG_MAX),
+      APP_LONG("--log-every", &o->log_every, 1, LONG_MAX),
+      APP_LONG("--val-every", &o->val_every, 0, LONG_MAX),
+      APP_LONG("--val-windows", &o->val_windows, 0, LONG_MAX),
+      APP_LONG("--deterministic", &o->lanes, 1, 4096), APP_U64("--seed", &o->seed),
+      APP_INT("--zero", &o->zero, 0, 2), APP_INT("--threads", &o->threads, 1, 1024),
+      APP_FLAG("--recompute", &o->recompute, 1),
+      APP_DOUBLE("--lr", &o->lr, 0.0, 10.0), APP_DOUBLE("--wd", &o->wd, 0.0, 10.0),
+      APP_DOUBLE("--beta1", &o->beta1, 0.0, 0.999999),
+      APP_DOUBLE("--beta2", &o->beta2, 0.0, 0.999999999), APP_DOUBLE("--eps", &o->eps, 0.0, 1.0),
+      APP_DOUBLE("--clip", &o->clip, 0.0, 1e30),
+      APP_DOUBLE("--bucket-cap-mb", &o->bucket_cap_mb, 0.001, 65536.0),
+      APP_STR("--data", &o->data), APP_STR("--algo", &o->algo), APP_STR("--dump-init", &o->dump_init),
+      APP_STR("--dump-grads", &o->dump_grads), APP_STR("--log-steps", &o->log_steps),
+      APP_OPTS_END};
+  int pr = app_opts_parse("gpt_train", table, argc, argv, quiet ? NULL : stderr);
+  if (pr == APP_OPTS_HELP && !quiet) usage(stdout);
+  if (pr != APP_OPTS_OK) return pr;
+  if (preset) {
+    o->preset = presets[0];
     o->cfg = (gpt_config_t){.layers = 12, .heads = 12, .dim = 768, .seq = 1024, .vocab = GPT_VOCAB_BYTES};
     if (o->batch < 0) o->batch = 1;
   }

@@ -16,6 +16,10 @@
 #                     the job ends within 2 x DDP_TIMEOUT_S (mpirun on a head host h3)
 #       badlink       2% loss and 1 ms delay on h2's link: the same deterministic CRC
 #       slurm         slurmctld + one slurmd per host; sbatch --nodes=2 of both CPU scripts
+#       elastic       ddp_run --elastic 2:4 over a hostfile: 2x2 ranks train, h2 dies (taken
+#                     out of the hostfile, every process killed), the job goes on at 2 ranks on
+#                     h1 from the last checkpoint, h2 comes back, the job grows back to 4 at a
+#                     step boundary and ends with the CRC of the uninterrupted 4-rank run
 set -uo pipefail
 mode=$1 src=$2 build=$3 scratch=$4
 cl=$src/ci/cluster/cluster.sh
@@ -232,6 +236,64 @@ badlink)
   [ -n "$(crc ref.out)" ] && [ "$(crc ref.out)" = "$(crc bad.out)" ] ||
     bad "CRC over the bad link differs from one host: '$(crc ref.out)' vs '$(crc bad.out)'"
   cmp -s <(cut -d, -f1-4 ref.csv) <(cut -d, -f1-4 bad.csv) || bad "metrics over the bad link differ"
+  ;;
+elastic)
+  # 400 steps of global batch 32 (4 lanes: 2 and 4 ranks give the same bits), a checkpoint
+  # every 10; the events wait for checkpoints, so the run is long enough whatever the speed.
+  args=(--epochs 1 --batch 8 --limit-steps 400 --limit-test 50 --no-progress --deterministic 4)
+  # The same OpenBLAS kernel on every rank: a rank started through the ssh replacement gets a
+  # fresh environment and picks its own, while the ranks on the head host inherit this shell's
+  # OPENBLAS_CORETYPE (when set); with other kernels on other ranks, the bits depend on the layout.
+  blas=()
+  [ -n "${OPENBLAS_CORETYPE+x}" ] && blas=("OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE")
+  t0=$(now)
+  run ref.out ob1 h1:2,h2:2 4 "${blas[@]}" "$train" "${args[@]}"
+  say "uninterrupted 4 ranks: $(since "$t0") s, $(crc ref.out)"
+  latest() { local f; f=$(head -n 1 ck/LATEST 2>/dev/null) || { echo 0; return; }; f=${f#ckpt-}; echo $((10#${f%.ddp})); }
+  wait_for() { # SECONDS CONDITION...: polls the condition every 0.1 s
+    local cap=$1
+    shift
+    for _ in $(seq 1 $((cap * 10))); do "$@" && return 0; kill -0 $job 2>/dev/null || return 1; sleep 0.1; done
+    return 1
+  }
+  past() { [ "$(latest)" -ge "$1" ]; }
+  logged() { grep -q "$1" run.log; }
+  rm -rf ck && mkdir ck
+  printf 'h1 slots=2\nh2 slots=2\n' >hosts
+  t0=$(now)
+  bash "$src/apps/ddp_run" --elastic 2:4 --hostfile hosts --poll 1 --backoff 1 -- \
+    "$cl" mpirun ob1 {hosts} {np} "${blas[@]}" "$train" "${args[@]}" --checkpoint-dir ck --checkpoint-every 10 \
+    >run.out 2>run.log &
+  job=$!
+  if wait_for 60 past 20; then
+    printf 'h1 slots=2\n' >hosts # the health check takes h2 out, then h2 dies
+    victims=$("$cl" pids h2 | tr '\n' ' ')
+    # shellcheck disable=SC2086
+    kill -KILL $victims
+    say "h2 killed after checkpoint $(latest) ($(since "$t0") s)"
+    if wait_for 60 logged 'elastic: world 4 -> 2' && s2=$(latest) && wait_for 60 past $((s2 + 20)); then
+      printf 'h1 slots=2\nh2 slots=2\n' >hosts
+      say "h2 back after checkpoint $(latest) of the 2-rank job ($(since "$t0") s)"
+    else
+      bad "the job did not go on at 2 ranks: $(tail -3 run.log)"
+    fi
+  else
+    bad "no checkpoint at step 20: $(tail -3 run.log) $(tail -3 run.out)"
+  fi
+  await_end 90 "$t0"
+  grep -E '^ddp_run: .*(elastic|ended|finished)' run.log
+  say "ddp_run ended with status $rc after $elapsed s"
+  [ $rc -eq 0 ] || bad "ddp_run exited $rc"
+  grep -q 'elastic: world 4 -> 2 (hosts h1:2,h2:2 -> h1:2) at step [0-9]*, checkpoint ck/ckpt-' run.log ||
+    bad "no shrink line"
+  grep -q 'elastic: world 2 -> 4 (hosts h1:2 -> h1:2,h2:2) at step [0-9]*, checkpoint ck/ckpt-' run.log ||
+    bad "no grow line"
+  grep -q 'continues on 2 ranks x batch 8 x accum 2 (global batch 32, kept)' run.out || bad "no 2-rank elastic resume"
+  grep -q 'continues on 4 ranks x batch 8 x accum 1 (global batch 32, kept)' run.out || bad "no 4-rank elastic resume"
+  [ "$(grep '^# ranks ' run.out | tail -1 | cut -d, -f1)" = "# ranks 4" ] || bad "the last attempt did not run 4 ranks"
+  final=$(grep 'final parameters: CRC32' run.out | tail -1)
+  say "elastic 4 -> 2 -> 4: $final"
+  [ -n "$(crc ref.out)" ] && [ "$final" = "$(crc ref.out)" ] || bad "final CRC '$final', uninterrupted '$(crc ref.out)'"
   ;;
 slurm)
   bash "$src/ci/slurm/with_slurm.sh" --cluster -- bash "$src/tests/slurm_check.sh" "$src" "$build" 4 2

@@ -20,6 +20,10 @@ ddp_add_mpi_test(NAME comm_busy PROGRAM comm_busy NP 1 3 LABELS quick)
 # upward include and a planted upward call.
 ddp_add_mpi_test(NAME check_layers LABELS quick COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_layers.sh
   ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR} ${CMAKE_C_COMPILER})
+# No function of the programs or the kit over 100 lines (ci/check-size.sh; warnings only for
+# now), and the check names a planted 101-line function and nothing else.
+ddp_add_mpi_test(NAME check_size LABELS quick TIMEOUT 30 COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_size.sh
+  ${PROJECT_SOURCE_DIR} ${CMAKE_C_COMPILER})
 
 # The docs' measured results: every bench/results/*.md page is what render.py makes of its JSON
 # (so a table cannot drift from its data), and every relative link and #anchor of README.md,

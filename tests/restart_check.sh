@@ -12,7 +12,7 @@
 #            the previous one, saying so
 # Bad input (the last good checkpoint is never replaced or removed):
 #   badinput --checkpoint-dir under a regular file; a checkpoint of another model, of another
-#            world size; --resume auto without a folder
+#            world size that cannot split its global batch (issue 28); --resume auto without a folder
 #   fs       (own mount namespace; 77 when mounting is not permitted) a read-only folder;
 #            a disk that fills up during a checkpoint write (10 MiB tmpfs)
 # SLURM (inside ci/slurm/with_slurm.sh, which sets SLURM_CONF):
@@ -229,7 +229,7 @@ badinput)
     "folder under a file|$np|--checkpoint-dir afile/ck --resume auto|2|cannot create checkpoint directory afile/ck: Not a directory"
     "folder is a file|$np|--checkpoint-dir afile|2|checkpoint directory afile exists and is not a directory"
     "other model|$np|--checkpoint-dir ck --resume auto --model cnn|3|cannot resume from ck/ckpt-000000000012.ddp: checkpoint is for model 'mlp'"
-    "other world size|$((np + 1))|--checkpoint-dir ck --resume auto --deterministic $((np * (np + 1)))|3|cannot resume from ck/ckpt-000000000012.ddp: checkpoint was written by $np ranks"
+    "other world size, global batch unsplittable|5|--checkpoint-dir ck --resume auto --deterministic 10|3|cannot resume from ck/ckpt-000000000012.ddp: the checkpoint's global batch 24 ($np ranks x batch $((24 / np)) x accum 1) cannot be kept on 5 ranks"
     "auto without a folder|$np|--resume auto|2|--resume auto needs --checkpoint-dir"
     "both kinds|$np|--checkpoint x --checkpoint-dir ck|2|exclude each other"
   )

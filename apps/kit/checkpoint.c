@@ -74,6 +74,85 @@ size_t ckpt_file_bytes(uint32_t nparams, uint64_t total) {
   return ckpt_file_bytes_state(nparams, total, 1);
 }
 
+/* The header's fields (version 1: SGD momentum, one state buffer). */
+static void parse_fields(const unsigned char *p, uint32_t version, ckpt_state_t *out) {
+  ckpt_state_t st;
+  memset(&st, 0, sizeof st);
+  memcpy(st.model, p + 16, 16);
+  st.model[15] = '\0';
+  st.nparams = ckpt__get_u32(p + 32);
+  st.world = (int32_t)ckpt__get_u32(p + 36);
+  st.batch = ckpt__get_u64(p + 40);
+  st.seed = ckpt__get_u64(p + 48);
+  st.epoch = ckpt__get_u64(p + 56);
+  st.step_in_epoch = ckpt__get_u64(p + 64);
+  st.global_step = ckpt__get_u64(p + 72);
+  st.total = ckpt__get_u64(p + 80);
+  st.rng = ckpt__get_u64(p + 88);
+  st.loss_sum = ckpt__bits_f64(ckpt__get_u64(p + 96));
+  st.loss_steps = ckpt__get_u64(p + 104);
+  st.epochs = ckpt__get_u64(p + 112);
+  uint32_t scale_bits = ckpt__get_u32(p + 120);
+  memcpy(&st.loss_scale, &scale_bits, 4);
+  st.scale_clean = ckpt__get_u32(p + 124);
+  if (version == 1u) { /* SGD momentum, one buffer */
+    st.optim = 0;
+    st.nstate = 1;
+    st.optim_steps = st.global_step;
+  } else {
+    st.optim = ckpt__get_u32(p + 128);
+    st.nstate = ckpt__get_u32(p + 132);
+    st.optim_steps = ckpt__get_u64(p + 136);
+  }
+  *out = st;
+}
+
+/* The header's counts in range; 0, or -1 with the message in err. */
+static int check_fields(const ckpt_state_t *s, char *err, size_t errlen) {
+  if (s->nstate < 1 || s->nstate > CKPT_MAX_STATE) {
+    snprintf(err, errlen, "checkpoint header: %u optimizer state buffers, out of range 1..%u",
+             s->nstate, CKPT_MAX_STATE);
+    return -1;
+  }
+  if (s->nparams == 0 || s->nparams > CKPT_MAX_PARAMS) {
+    snprintf(err, errlen, "checkpoint header: nparams %u out of range 1..%u", s->nparams,
+             CKPT_MAX_PARAMS);
+    return -1;
+  }
+  if (s->total == 0 || s->total > CKPT_MAX_TOTAL) {
+    snprintf(err, errlen, "checkpoint header: %llu parameter elements out of range",
+             (unsigned long long)s->total);
+    return -1;
+  }
+  if (s->world < 1 || s->batch < 1) {
+    snprintf(err, errlen, "checkpoint header: world %d, batch %llu", (int)s->world,
+             (unsigned long long)s->batch);
+    return -1;
+  }
+  return 0;
+}
+
+/* The per-tensor element counts after the header: each non-zero, together the total. */
+static int check_counts(const unsigned char *p, uint32_t want_h, const ckpt_state_t *s, char *err,
+                        size_t errlen) {
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < s->nparams; i++) {
+    uint64_t c = ckpt__get_u64(p + want_h + 8u * i);
+    if (c == 0 || c > s->total - sum) {
+      snprintf(err, errlen, "checkpoint: tensor %u has %llu elements, inconsistent with the total",
+               i, (unsigned long long)c);
+      return -1;
+    }
+    sum += c;
+  }
+  if (sum != s->total) {
+    snprintf(err, errlen, "checkpoint: tensor sizes add up to %llu, header says %llu",
+             (unsigned long long)sum, (unsigned long long)s->total);
+    return -1;
+  }
+  return 0;
+}
+
 int ckpt_parse(const void *buf, size_t bytes, ckpt_view_t *v, char *err,
                size_t errlen) {
   const unsigned char *p = (const unsigned char *)buf;
@@ -108,53 +187,8 @@ int ckpt_parse(const void *buf, size_t bytes, ckpt_view_t *v, char *err,
     return -1;
   }
   ckpt_state_t st;
-  memset(&st, 0, sizeof st);
-  memcpy(st.model, p + 16, 16);
-  st.model[15] = '\0';
-  st.nparams = ckpt__get_u32(p + 32);
-  st.world = (int32_t)ckpt__get_u32(p + 36);
-  st.batch = ckpt__get_u64(p + 40);
-  st.seed = ckpt__get_u64(p + 48);
-  st.epoch = ckpt__get_u64(p + 56);
-  st.step_in_epoch = ckpt__get_u64(p + 64);
-  st.global_step = ckpt__get_u64(p + 72);
-  st.total = ckpt__get_u64(p + 80);
-  st.rng = ckpt__get_u64(p + 88);
-  st.loss_sum = ckpt__bits_f64(ckpt__get_u64(p + 96));
-  st.loss_steps = ckpt__get_u64(p + 104);
-  st.epochs = ckpt__get_u64(p + 112);
-  uint32_t scale_bits = ckpt__get_u32(p + 120);
-  memcpy(&st.loss_scale, &scale_bits, 4);
-  st.scale_clean = ckpt__get_u32(p + 124);
-  if (version == 1u) { /* SGD momentum, one buffer */
-    st.optim = 0;
-    st.nstate = 1;
-    st.optim_steps = st.global_step;
-  } else {
-    st.optim = ckpt__get_u32(p + 128);
-    st.nstate = ckpt__get_u32(p + 132);
-    st.optim_steps = ckpt__get_u64(p + 136);
-  }
-  if (st.nstate < 1 || st.nstate > CKPT_MAX_STATE) {
-    snprintf(err, errlen, "checkpoint header: %u optimizer state buffers, out of range 1..%u",
-             st.nstate, CKPT_MAX_STATE);
-    return -1;
-  }
-  if (st.nparams == 0 || st.nparams > CKPT_MAX_PARAMS) {
-    snprintf(err, errlen, "checkpoint header: nparams %u out of range 1..%u", st.nparams,
-             CKPT_MAX_PARAMS);
-    return -1;
-  }
-  if (st.total == 0 || st.total > CKPT_MAX_TOTAL) {
-    snprintf(err, errlen, "checkpoint header: %llu parameter elements out of range",
-             (unsigned long long)st.total);
-    return -1;
-  }
-  if (st.world < 1 || st.batch < 1) {
-    snprintf(err, errlen, "checkpoint header: world %d, batch %llu", (int)st.world,
-             (unsigned long long)st.batch);
-    return -1;
-  }
+  parse_fields(p, version, &st);
+  if (check_fields(&st, err, errlen)) return -1;
   size_t want = ckpt__bytes(want_h, st.nparams, st.total, st.nstate);
   if (bytes != want) {
     snprintf(err, errlen, "checkpoint %.200s: %zu bytes, the header describes %zu",
@@ -166,21 +200,7 @@ int ckpt_parse(const void *buf, size_t bytes, ckpt_view_t *v, char *err,
     snprintf(err, errlen, "checkpoint corrupt: CRC32 0x%08x, stored 0x%08x", actual, stored);
     return -1;
   }
-  uint64_t sum = 0;
-  for (uint32_t i = 0; i < st.nparams; i++) {
-    uint64_t c = ckpt__get_u64(p + want_h + 8u * i);
-    if (c == 0 || c > st.total - sum) {
-      snprintf(err, errlen, "checkpoint: tensor %u has %llu elements, inconsistent with the total",
-               i, (unsigned long long)c);
-      return -1;
-    }
-    sum += c;
-  }
-  if (sum != st.total) {
-    snprintf(err, errlen, "checkpoint: tensor sizes add up to %llu, header says %llu",
-             (unsigned long long)sum, (unsigned long long)st.total);
-    return -1;
-  }
+  if (check_counts(p, want_h, &st, err, errlen)) return -1;
   v->st = st;
   v->version = version;
   v->counts_off = want_h;
