@@ -531,7 +531,7 @@ static void model_name(const opts_t *o, char *name, size_t len) {
  * the checkpoint is refused (rank 0 said why). */
 static int resume(trainer_t *t) {
   const opts_t *o = &t->o;
-  ckpt_state_t want = {.nparams = (uint32_t)t->m.nparams, .batch = (uint64_t)o->batch,
+  ckpt_state_t want = {.nparams = (uint32_t)t->m.nparams, .world = t->size, .batch = (uint64_t)o->batch,
                        .seed = o->seed, .optim = TRAIN_OPTIM_ADAMW, .nstate = 2};
   model_name(o, want.model, sizeof want.model);
   int rc = train_restart_load(&t->rst, &want, t->m.count, train_optim_name(TRAIN_OPTIM_ADAMW));

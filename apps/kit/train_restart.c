@@ -121,7 +121,8 @@ static int pick_resume(train_restart_t *r, const ckpt_state_t *want, const size_
       }
       continue;
     }
-    if (ckpt_check_compatible(r->buf, &r->view, want->model, counts, want->nparams, r->size,
+    int world = want->world ? want->world : r->view.st.world; /* 0: any (the caller maps it) */
+    if (ckpt_check_compatible(r->buf, &r->view, want->model, counts, want->nparams, world,
                               want->batch, want->seed, err, sizeof err) != 0 ||
         ckpt_check_optim(&r->view, want->optim, optim_name, want->nstate, err, sizeof err) != 0) {
       fprintf(stderr, "%s: cannot resume from %s: %s\n", r->o.app, path, err);
