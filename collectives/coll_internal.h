@@ -269,7 +269,7 @@ typedef struct ddp__pool_win {
 } ddp__pool_win_t;
 
 typedef struct ddp__shm ddp__shm_t; /* allreduce_shm.c */
-typedef struct ddp__mpi_watch ddp__mpi_watch_t; /* allreduce_mpi.c */
+typedef struct ddp__mpi_watch ddp__mpi_watch_t; /* transports/coll_mpi_coll.c */
 
 typedef struct ddp__coll {
   ddp__comm_t *c;
@@ -296,12 +296,13 @@ typedef struct ddp__coll {
   /* host transport scratch */
   void *scratch[DDP__SCRATCH_SLOTS];
   size_t scratch_bytes[DDP__SCRATCH_SLOTS];
-  /* f16/bf16 MPI ops and datatypes (mpi algorithm) */
+  /* f16/bf16 MPI ops and datatypes (the host transport's own collectives) */
   MPI_Datatype half_type[2];        /* [0] f16, [1] bf16 */
   MPI_Op half_op[2][DDP_OP_COUNT];  /* avg slot unused */
   MPI_Op u8_op[DDP_OP_COUNT];       /* own u8 ops where the MPI's are wrong, else NULL */
   int half_ready;
-  /* watch thread over blocking MPI_Allreduce calls (mpi algorithm), started on first use */
+  /* watch thread over blocking MPI_Allreduce calls (the host transport's allreduce, which the
+   * mpi algorithm runs), started on first use */
   ddp__mpi_watch_t *mpi_watch;
   int mpi_watch_failed;
   /* node-shared memory */
@@ -329,10 +330,11 @@ typedef struct ddp__coll {
 /* Fills cs->g_* from cs->world/node/cross (the host transport, coll_xport_host.c). */
 DDP_HIDDEN void ddp__coll_groups(ddp__coll_t *cs);
 
-/* A queued or executing collective (coll_engine.c). */
+/* Stops the progress thread after the requests queued have run (coll_engine.c). */
 DDP_HIDDEN ddp_status_t ddp__coll_engine_stop(ddp__coll_t *cs);
 
-DDP_HIDDEN ddp_status_t ddp__coll_mpi_types(ddp__coll_t *cs); /* allreduce_mpi.c */
+/* The MPI types, ops and watch of the host transport (transports/coll_mpi_coll.c). */
+DDP_HIDDEN ddp_status_t ddp__coll_mpi_types(ddp__coll_t *cs);
 DDP_HIDDEN void ddp__coll_mpi_types_free(ddp__coll_t *cs);
 DDP_HIDDEN void ddp__coll_mpi_watch_stop(ddp__coll_t *cs);
 /* MPI datatype / op for a dtype (f16/bf16: the layer's own); avg maps to the sum op. */

@@ -153,8 +153,9 @@ ddp_status_t ddp__allreduce_exec(ddp__ctx_t *x, const ddp__algo_t *al, const voi
   return DDP_OK;
 }
 
-/* Broadcast, allgather, reduce-scatter and barrier: the transport's own collective where it has
- * one (the host transport: the MPI library's), else the algorithm over point-to-point. */
+/* Any collective: allreduce with call->algo (or the selection); broadcast, allgather,
+ * reduce-scatter and barrier with the transport's own collective where it has one (the host
+ * transport: the MPI library's), else the algorithm over point-to-point. */
 ddp_status_t ddp__coll_exec(ddp__ctx_t *x, const ddp__call_t *call) {
   ddp_algo_t want = call->opts ? call->opts->algo : DDP_ALGO_AUTO;
   size_t n = call->count;
