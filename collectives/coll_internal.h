@@ -250,7 +250,7 @@ typedef struct ddp__call {
   const ddp__algo_t *algo; /* allreduce: chosen at post time (NULL: select when run) */
 } ddp__call_t;
 
-/* Runs one collective over x's transport and group (coll_select.c): allreduce with call->algo
+/* Runs one collective over x's transport and group (coll_exec.c): allreduce with call->algo
  * or the selection; the others with the transport's own collective, or over point to point.
  * ddp__allreduce_exec runs `al` (op may be DDP_AVG: sum, then scale). */
 DDP_HIDDEN ddp_status_t ddp__coll_exec(ddp__ctx_t *x, const ddp__call_t *call);
@@ -356,7 +356,7 @@ static inline void *ddp__align64(void *p) {
 DDP_HIDDEN void ddp__ctx_world(ddp__ctx_t *x, ddp__comm_t *c, const char *coll, size_t bytes,
                                int tag);
 
-/* ==== device-memory collectives (collectives/coll_device.c) ================================
+/* ==== device-memory collectives (collectives/devcoll/coll_device.c) ================================
  * The dispatcher calls ddp__coll_device_run for opts->mem == DDP_MEM_CUDA after its argument
  * checks, on the thread that executes the collective (progress engine or caller), holding
  * cs->exec. It picks the transport (ddp_device_set_transport or DDP_TRANSPORT: CUDA-aware MPI,

@@ -45,6 +45,14 @@ static inline MPI_Request *ddp__xreq_mpi(ddp__xreq_t *r) {
 /* The group's communicator. */
 static inline MPI_Comm ddp__ctx_comm(const ddp__ctx_t *x) { return ddp__xh_comm(x->grp); }
 
+/* The watch over blocking MPI_Allreduce calls (coll_mpi_watch.c): started on first use, on
+ * the executing thread; NULL if it cannot run (the caller then takes the non-blocking path).
+ * ddp__mpi_watched_allreduce is MPI_Allreduce on x's group under it. */
+DDP_HIDDEN ddp__mpi_watch_t *ddp__mpi_watch_get(ddp__coll_t *cs);
+DDP_HIDDEN ddp_status_t ddp__mpi_watched_allreduce(ddp__mpi_watch_t *w, const ddp__ctx_t *x,
+                                                   const void *s, void *r, int n,
+                                                   MPI_Datatype t, MPI_Op o);
+
 /* The transport's own collectives over MPI (coll_mpi_coll.c). */
 DDP_HIDDEN ddp_status_t ddp__mpi_allreduce(ddp__ctx_t *x, const ddp__ar_t *a);
 DDP_HIDDEN ddp_status_t ddp__mpi_bcast(ddp__ctx_t *x, void *buf, size_t bytes, int root);
