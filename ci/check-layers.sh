@@ -112,6 +112,9 @@ for f in collectives/algorithms/*.c collectives/algorithms/*.h; do
   if grep -qE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]mpi\.h[>"]' <<<"$code"; then
     report "$f includes mpi.h: an algorithm reaches MPI only through the transport table"
   fi
+  if grep -qE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"(coll_state|coll_device_internal|xport_mpi)\.h"' <<<"$code"; then
+    report "$f includes the collectives' state or a transport's private header: an algorithm sees the transport table and ddp__coll_shape_t only"
+  fi
   syms=$(grep -oE '\b(P?MPIX?_[A-Za-z0-9_]+)' <<<"$code" | sort -u | tr '\n' ' ' || true)
   if [ -n "$syms" ]; then
     report "$f names MPI symbols (${syms% }): an algorithm reaches MPI only through the transport table"

@@ -6,7 +6,7 @@
 #ifndef DDP_COLL_DEVICE_INTERNAL_H
 #define DDP_COLL_DEVICE_INTERNAL_H
 
-#include "coll_internal.h"
+#include "coll_state.h"
 #include "device_internal.h"
 
 #define DDP__STAGE_MAX 4 /* DDP_STAGING_DEPTH is 2..4 */

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_internal.h"
+#include "coll_state.h"
 #include "device_internal.h"
 
 struct ddp_request {

@@ -61,7 +61,7 @@ static const row_t table[] = {
 static int topo_matches(int topo, const ddp__ctx_t *x) {
   const ddp__comm_t *c = x->c;
   switch (topo) {
-    case 1: return c->nodes == 1 && !x->cs->shm_disabled;
+    case 1: return c->nodes == 1 && !x->shape->shm_disabled;
     case 2: return c->nodes > 1;
     case 4: return c->nodes > 1 && c->local_size >= 4;
     case 3: return x->mem != DDP_MEM_HOST;

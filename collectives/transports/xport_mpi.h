@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "coll_internal.h"
+#include "coll_state.h"
 
 _Static_assert(sizeof(MPI_Comm) <= sizeof(((ddp__xhandle_t *)0)->u), "MPI_Comm fits a handle");
 _Static_assert(sizeof(MPI_Win) <= sizeof(((ddp__xhandle_t *)0)->u), "MPI_Win fits a handle");
