@@ -212,29 +212,42 @@ typedef enum ddp__coll_kind {
   DDP__COLL_BARRIER = 4
 } ddp__coll_kind_t;
 
-/* DDP_IN_PLACE is already mapped (send == recv; allgather: send == recv + rank*count); op may
- * be DDP_AVG. */
+/* One collective call, described once when it is posted (coll_engine.c) and run from this
+ * description: the engine's request holds it, the selection and the algorithms read its `a`
+ * directly. DDP_IN_PLACE is already mapped (send == recv; allgather: send == recv + rank*count).
+ * a.count: allreduce/broadcast: elements; allgather: send_count; reduce_scatter: recv_count.
+ * a.op is never DDP_AVG: avg is then set, and a.op is DDP_SUM (divide by the size after). */
 typedef struct ddp__call {
   ddp__coll_kind_t kind;
-  const void *send;
-  void *recv;
-  size_t count; /* allreduce/broadcast: elements; allgather: send_count; reduce_scatter: recv_count */
-  ddp_dtype_t dtype;
-  ddp_op_t op;
+  ddp__ar_t a;
+  int avg;
   int root;
-  const ddp_coll_opts_t *opts; /* algo, stream, tag (NULL: defaults) */
+  ddp_coll_opts_t opts; /* algo, mem, stream, tag */
   void *ev_in; /* device memory: ddp_event_t recorded on the caller's stream when posted */
-  const ddp__algo_t *algo; /* allreduce: chosen at post time (NULL: select when run) */
+  const ddp__algo_t *algo; /* host allreduce: chosen at post time (NULL: device memory, chosen
+                            * by the device transport's runner) */
 } ddp__call_t;
 
-/* Runs one collective over x's transport and group (coll_exec.c): allreduce with call->algo
- * or the selection; the others with the transport's own collective, or over point to point.
- * ddp__allreduce_exec runs `al` (op may be DDP_AVG: sum, then scale). */
-DDP_HIDDEN ddp_status_t ddp__coll_exec(ddp__ctx_t *x, const ddp__call_t *call);
-DDP_HIDDEN ddp_status_t ddp__allreduce_exec(ddp__ctx_t *x, const ddp__algo_t *al,
-                                            const void *send, void *recv, size_t count,
-                                            ddp_dtype_t dtype, ddp_op_t op);
+/* The op the caller asked for (DDP_AVG included). */
+static inline ddp_op_t ddp__call_op(const ddp__call_t *call) {
+  return call->avg ? DDP_AVG : call->a.op;
+}
 
+/* Runs one collective over x's transport and group (coll_exec.c): allreduce with call->algo
+ * (selected here only where the post did not: device memory); the others with the transport's
+ * own collective, or over point to point. */
+DDP_HIDDEN ddp_status_t ddp__coll_exec(ddp__ctx_t *x, const ddp__call_t *call);
+
+/* Runs allreduce algorithm `al` on `a` (a->op never DDP_AVG; avg: divide by the group size
+ * after). Inline: the one step between the executor and the algorithm. */
+static inline ddp_status_t ddp__allreduce_run(ddp__ctx_t *x, const ddp__algo_t *al,
+                                              const ddp__ar_t *a, int avg) {
+  if (a->count == 0) return DDP_OK;
+  x->desc.algo = al->name;
+  ddp_status_t st = al->run(x, a);
+  if (st == DDP_OK && avg) st = x->xp->scale(x, a->recv, a->count, a->dtype, (double)x->size);
+  return st;
+}
 
 /* Fills a context for the world group on host memory. */
 DDP_HIDDEN void ddp__ctx_world(ddp__ctx_t *x, ddp__comm_t *c, const char *coll, size_t bytes,

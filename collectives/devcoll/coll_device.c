@@ -62,9 +62,9 @@ void ddp__devcoll_free(ddp__coll_t *cs) {
 /* ---- CUDA-aware MPI transport ------------------------------------------------------------- */
 static ddp_status_t mpi_run(ddp__devcoll_t *dc, const ddp__call_t *call) {
   ddp__comm_t *c = dc->c;
-  size_t es = ddp_dtype_size(call->dtype), n = call->count;
+  size_t es = ddp_dtype_size(call->a.dtype), n = call->a.count;
   ddp__ctx_t x;
-  ddp__ctx_world(&x, c, kind_names[call->kind], n * es, call->opts ? call->opts->tag : -1);
+  ddp__ctx_world(&x, c, kind_names[call->kind], n * es, call->opts.tag);
   x.xp = &ddp__xport_cuda;
   x.xstate = dc;
   x.mem = DDP_MEM_CUDA;
@@ -168,28 +168,28 @@ ddp_status_t ddp__coll_device_run(ddp__comm_t *c, struct ddp__coll *cs,
   if (!d) return no_device(c, call->kind);
   ddp_transport_t t = DDP_TRANSPORT_AUTO;
   DDP_TRY(ddp__coll_pick_transport(c, DDP_TRANSPORT_AUTO, &t));
-  ddp_stream_t *stream = call->opts ? call->opts->stream : NULL;
+  ddp_stream_t *stream = call->opts.stream;
   DDP_TRY(d->impl->check_stream(d, stream, "opts->stream"));
-  size_t es = call->kind == DDP__COLL_BARRIER ? 1 : ddp_dtype_size(call->dtype);
-  size_t n = call->count, size = (size_t)c->size;
+  size_t es = call->kind == DDP__COLL_BARRIER ? 1 : ddp_dtype_size(call->a.dtype);
+  size_t n = call->a.count, size = (size_t)c->size;
   switch (call->kind) {
     case DDP__COLL_ALLREDUCE:
-      DDP_TRY(check_buf(d, call->send, n * es, "send", call->kind));
-      DDP_TRY(check_buf(d, call->recv, n * es, "recv", call->kind));
+      DDP_TRY(check_buf(d, call->a.send, n * es, "send", call->kind));
+      DDP_TRY(check_buf(d, call->a.recv, n * es, "recv", call->kind));
       break;
     case DDP__COLL_BROADCAST:
-      DDP_TRY(check_buf(d, call->recv, n * es, "buf", call->kind));
+      DDP_TRY(check_buf(d, call->a.recv, n * es, "buf", call->kind));
       if (call->root < 0 || call->root >= c->size)
         return ddp__error(DDP_EINVAL, "broadcast: root %d is not a rank (0..%d)", call->root,
                           c->size - 1);
       break;
     case DDP__COLL_ALLGATHER:
-      DDP_TRY(check_buf(d, call->send, n * es, "send", call->kind));
-      DDP_TRY(check_buf(d, call->recv, n * es * size, "recv", call->kind));
+      DDP_TRY(check_buf(d, call->a.send, n * es, "send", call->kind));
+      DDP_TRY(check_buf(d, call->a.recv, n * es * size, "recv", call->kind));
       break;
     case DDP__COLL_REDUCE_SCATTER:
-      DDP_TRY(check_buf(d, call->send, n * es * size, "send", call->kind));
-      DDP_TRY(check_buf(d, call->recv, n * es, "recv", call->kind));
+      DDP_TRY(check_buf(d, call->a.send, n * es * size, "send", call->kind));
+      DDP_TRY(check_buf(d, call->a.recv, n * es, "recv", call->kind));
       break;
     case DDP__COLL_BARRIER: break;
   }
