@@ -7,7 +7,7 @@
  *  - a blocking ddp_allreduce (DDP_ON_TIMEOUT=abort and MPI_THREAD_MULTIPLE), which runs on
  *    the caller's thread: the blocking MPI_Allreduce itself, in place or out of place as the
  *    caller asked, waiting the way the MPI waits (Open MPI polls a core, as for `raw`).
- *    A watch thread per communicator (below) keeps the DDP_TIMEOUT_S guarantee for it: it
+ *    A watch thread per communicator (coll_mpi_watch.c) keeps the DDP_TIMEOUT_S guarantee for it: it
  *    answers the stall inspector after 0.25 s and ends the job with the watchdog's report at
  *    the deadline.
  *    The non-blocking form costs more than the watch: Open MPI's MPI_Iallreduce (libnbc) took
@@ -27,12 +27,30 @@
  * f16/bf16 go through user-defined MPI_Ops (coll_mpi_types.c); counts above INT_MAX are split
  * into chunks. The watch thread is in coll_mpi_watch.c. */
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "xport_mpi.h"
 
 #define CHUNK_ELEMS ((size_t)1 << 30)
+
+/* MPI_Allreduce under the watch (coll_mpi_watch.c): the call is published while it runs. */
+static ddp_status_t watched_allreduce(ddp__mpi_watch_t *w, const ddp__ctx_t *x, const void *s,
+                                      void *r, int n, MPI_Datatype t, MPI_Op o) {
+  /* cur is 0 here. Release stores (plain stores on x86, no fence: TSan does not model
+   * atomic_thread_fence): a watch that reads one of these values also sees cur's 0 stored
+   * before it; the release store of the token publishes them. */
+  atomic_store_explicit(&w->d_seq, x->desc.seq, memory_order_release);
+  atomic_store_explicit(&w->d_coll, x->desc.coll, memory_order_release);
+  atomic_store_explicit(&w->d_algo, x->desc.algo, memory_order_release);
+  atomic_store_explicit(&w->d_bytes, x->desc.bytes, memory_order_release);
+  atomic_store_explicit(&w->d_tag, x->desc.tag, memory_order_release);
+  atomic_store_explicit(&w->cur, ++w->next, memory_order_release);
+  int rc = MPI_Allreduce(s, r, n, t, o, ddp__ctx_comm(x));
+  atomic_store_explicit(&w->cur, 0, memory_order_release);
+  return rc == MPI_SUCCESS ? DDP_OK : ddp__mpi_error(rc, "MPI_Allreduce");
+}
 
 /* ---- allreduce ---------------------------------------------------------------------------- */
 #define INPLACE_PIECE ((size_t)64 << 20)
@@ -73,15 +91,15 @@ ddp_status_t ddp__mpi_allreduce(ddp__ctx_t *x, const ddp__ar_t *a) {
    * what the application's own MPI_Allreduce would be; on the progress thread (non-blocking
    * requests, the reducer's buckets) MPI_Iallreduce under ddp__wait_all, whose wait yields the
    * core and naps instead of polling it away from the caller's compute. */
-  if (x->on_caller && !x->c->mpi_serialized && !x->c->cfg.on_timeout_return) w = ddp__mpi_watch_get(cs);
+  if (x->on_caller && !x->c->mpi_serialized && !x->c->cfg.on_timeout_return) w = cs->mpi_watch ? cs->mpi_watch : ddp__mpi_watch_get(cs);
   if (w && a->count <= CHUNK_ELEMS && (inplace || a->count * es <= NONBLOCKING_OOP_MIN))
-    return ddp__mpi_watched_allreduce(w, x, inplace ? MPI_IN_PLACE : a->send, a->recv, (int)a->count, t, o);
+    return watched_allreduce(w, x, inplace ? MPI_IN_PLACE : a->send, a->recv, (int)a->count, t, o);
   for (size_t off = 0; off < a->count; off += CHUNK_ELEMS) {
     size_t n = a->count - off < CHUNK_ELEMS ? a->count - off : CHUNK_ELEMS;
     const void *s = inplace ? MPI_IN_PLACE : (const char *)a->send + off * es;
     void *r = (char *)a->recv + off * es;
     if (w && (inplace || n * es <= NONBLOCKING_OOP_MIN)) {
-      DDP_TRY(ddp__mpi_watched_allreduce(w, x, s, r, (int)n, t, o));
+      DDP_TRY(watched_allreduce(w, x, s, r, (int)n, t, o));
     } else if (!w && inplace && n * es > INPLACE_MIN) {
       for (size_t p = 0; p < n; p += INPLACE_PIECE / es) {
         size_t m = n - p < INPLACE_PIECE / es ? n - p : INPLACE_PIECE / es;

@@ -20,22 +20,6 @@
 #define WATCH_PERIOD_S 0.05
 #define WATCH_ANSWER_AFTER_S 0.25 /* as the guard's own waits: answer probes after this */
 
-struct ddp__mpi_watch {
-  ddp__comm_t *c;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;     /* the watch sleeps here between looks */
-  pthread_t thread;
-  int stop;              /* under mu */
-  _Atomic uint64_t cur;  /* token of the call in flight; 0 = none */
-  uint64_t next;         /* last token handed out (executing thread only: calls hold cs->exec) */
-  /* The in-flight call's ddp__wait_desc_t, field by field (atomics: read by the watch
-   * while the next call may be writing them; a torn read is discarded by the token check). */
-  _Atomic uint64_t d_seq;
-  _Atomic(const char *) d_coll;
-  _Atomic(const char *) d_algo;
-  _Atomic size_t d_bytes;
-  _Atomic int d_tag;
-};
 
 /* 1 and a copy of the description if `token` is still the call in flight. */
 static int watch_snapshot(ddp__mpi_watch_t *w, uint64_t token, ddp__wait_desc_t *d) {
@@ -121,20 +105,4 @@ void ddp__coll_mpi_watch_stop(ddp__coll_t *cs) {
   pthread_cond_destroy(&w->cv);
   free(w);
   cs->mpi_watch = NULL;
-}
-
-ddp_status_t ddp__mpi_watched_allreduce(ddp__mpi_watch_t *w, const ddp__ctx_t *x, const void *s,
-                                      void *r, int n, MPI_Datatype t, MPI_Op o) {
-  /* cur is 0 here. Release stores (plain stores on x86, no fence: TSan does not model
-   * atomic_thread_fence): a watch that reads one of these values also sees cur's 0 stored
-   * before it; the release store of the token publishes them. */
-  atomic_store_explicit(&w->d_seq, x->desc.seq, memory_order_release);
-  atomic_store_explicit(&w->d_coll, x->desc.coll, memory_order_release);
-  atomic_store_explicit(&w->d_algo, x->desc.algo, memory_order_release);
-  atomic_store_explicit(&w->d_bytes, x->desc.bytes, memory_order_release);
-  atomic_store_explicit(&w->d_tag, x->desc.tag, memory_order_release);
-  atomic_store_explicit(&w->cur, ++w->next, memory_order_release);
-  int rc = MPI_Allreduce(s, r, n, t, o, ddp__ctx_comm(x));
-  atomic_store_explicit(&w->cur, 0, memory_order_release);
-  return rc == MPI_SUCCESS ? DDP_OK : ddp__mpi_error(rc, "MPI_Allreduce");
 }
