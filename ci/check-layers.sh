@@ -7,7 +7,8 @@
 #   - an upward #include: a file including a header of a higher layer, by the folder that holds
 #     that header (quoted includes, also by relative path), or the umbrella ddp.h;
 #   - an upward call: an undefined ddp_/ddp__ symbol in a layer's object files that only a
-#     higher layer's objects define (nm over BUILD_DIR/CMakeFiles/ddp_layer_<name>.dir);
+#     higher layer's objects define (nm over BUILD_DIR/CMakeFiles/ddp_layer_<name>.dir, the
+#     objects whose source is in the tree: an old build's objects of moved files are skipped);
 #   - an algorithm file (collectives/algorithms/) that includes mpi.h or names an MPI symbol
 #     (MPI_*, PMPI_*, MPIX_*) outside comments: algorithms reach MPI only through the transport
 #     table (docs/collectives.md);
@@ -123,6 +124,16 @@ done
 [ "$nalgo" -gt 0 ] || report "no algorithm files under collectives/algorithms/"
 
 # ---- calls look down ---------------------------------------------------------------------------
+# A layer's objects whose source is still in the tree: an incremental build keeps the object of
+# a file that was moved or deleted, and it would be read as a second definition.
+live_objs() { # objdir
+  local o src
+  while IFS= read -r o; do
+    src=${o#"$1"/}
+    [ -e "$root/${src%.o}" ] && echo "$o"
+  done < <(find "$1" -name '*.o' | sort)
+  return 0
+}
 declare -A def_rank=()
 nobj=0
 for i in "${!layers[@]}"; do
@@ -133,9 +144,9 @@ for i in "${!layers[@]}"; do
   fi
   while IFS= read -r sym; do
     def_rank[$sym]=$i
-  done < <(find "$objdir" -name '*.o' -exec nm -g --defined-only {} + 2>/dev/null |
+  done < <(live_objs "$objdir" | xargs -r nm -g --defined-only 2>/dev/null |
            awk 'NF >= 3 && $3 ~ /^ddp_/ { print $3 }' | sort -u)
-  nobj=$((nobj + $(find "$objdir" -name '*.o' | wc -l)))
+  nobj=$((nobj + $(live_objs "$objdir" | wc -l)))
 done
 [ "$nobj" -gt 0 ] || report "no object files under $build/CMakeFiles/ddp_layer_*.dir"
 for i in "${!layers[@]}"; do
@@ -149,7 +160,7 @@ for i in "${!layers[@]}"; do
         report "${o#"$objdir"/}: layer ${layers[$i]} calls $sym of the higher layer ${layers[$dr]}"
       fi
     done < <(nm -u "$o" | awk '$2 ~ /^ddp_/ { print $2 }' | sort -u)
-  done < <(find "$objdir" -name '*.o' | sort)
+  done < <(live_objs "$objdir")
 done
 
 # ---- inside a layer: transports are leaves, and no call circle ------------------------------
@@ -162,7 +173,7 @@ nxport=0
 for i in "${!layers[@]}"; do
   objdir=$build/CMakeFiles/ddp_layer_${layers[$i]}.dir
   [ -d "$objdir" ] || continue
-  mapfile -t objs < <(find "$objdir" -name '*.o' | sort)
+  mapfile -t objs < <(live_objs "$objdir")
   [ "${#objs[@]}" -gt 0 ] || continue
   for o in "${objs[@]}"; do
     case ${o#"$objdir"/} in "$xport_dir"/*) nxport=$((nxport + 1)) ;; esac
