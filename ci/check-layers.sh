@@ -7,10 +7,14 @@
 #   - an upward #include: a file including a header of a higher layer, by the folder that holds
 #     that header (quoted includes, also by relative path), or the umbrella ddp.h;
 #   - an upward call: an undefined ddp_/ddp__ symbol in a layer's object files that only a
-#     higher layer's objects define (nm over BUILD_DIR/CMakeFiles/ddp_layer_<name>.dir);
+#     higher layer's objects define (nm over BUILD_DIR/CMakeFiles/ddp_layer_<name>.dir, the
+#     objects whose source is in the tree: an old build's objects of moved files are skipped);
 #   - an algorithm file (collectives/algorithms/) that includes mpi.h or names an MPI symbol
 #     (MPI_*, PMPI_*, MPIX_*) outside comments: algorithms reach MPI only through the transport
-#     table (docs/collectives.md).
+#     table (docs/collectives.md);
+#   - a transport object (collectives/transports/) that calls a symbol defined by another
+#     collectives file (algorithm, selection, engine, runner): transports are the leaves;
+#   - a circle of calls among the object files of one layer (tsort over nm's view).
 # The compiler already refuses upward includes (each layer's include path holds only itself
 # and the layers below); this script also catches a relative path and upward calls, which
 # link fine.
@@ -109,6 +113,9 @@ for f in collectives/algorithms/*.c collectives/algorithms/*.h; do
   if grep -qE '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]mpi\.h[>"]' <<<"$code"; then
     report "$f includes mpi.h: an algorithm reaches MPI only through the transport table"
   fi
+  if grep -qE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"(coll_state|coll_device_internal|xport_mpi)\.h"' <<<"$code"; then
+    report "$f includes the collectives' state or a transport's private header: an algorithm sees the transport table and ddp__coll_shape_t only"
+  fi
   syms=$(grep -oE '\b(P?MPIX?_[A-Za-z0-9_]+)' <<<"$code" | sort -u | tr '\n' ' ' || true)
   if [ -n "$syms" ]; then
     report "$f names MPI symbols (${syms% }): an algorithm reaches MPI only through the transport table"
@@ -117,6 +124,16 @@ done
 [ "$nalgo" -gt 0 ] || report "no algorithm files under collectives/algorithms/"
 
 # ---- calls look down ---------------------------------------------------------------------------
+# A layer's objects whose source is still in the tree: an incremental build keeps the object of
+# a file that was moved or deleted, and it would be read as a second definition.
+live_objs() { # objdir
+  local o src
+  while IFS= read -r o; do
+    src=${o#"$1"/}
+    [ -e "$root/${src%.o}" ] && echo "$o"
+  done < <(find "$1" -name '*.o' | sort)
+  return 0
+}
 declare -A def_rank=()
 nobj=0
 for i in "${!layers[@]}"; do
@@ -127,9 +144,9 @@ for i in "${!layers[@]}"; do
   fi
   while IFS= read -r sym; do
     def_rank[$sym]=$i
-  done < <(find "$objdir" -name '*.o' -exec nm -g --defined-only {} + 2>/dev/null |
+  done < <(live_objs "$objdir" | xargs -r nm -g --defined-only 2>/dev/null |
            awk 'NF >= 3 && $3 ~ /^ddp_/ { print $3 }' | sort -u)
-  nobj=$((nobj + $(find "$objdir" -name '*.o' | wc -l)))
+  nobj=$((nobj + $(live_objs "$objdir" | wc -l)))
 done
 [ "$nobj" -gt 0 ] || report "no object files under $build/CMakeFiles/ddp_layer_*.dir"
 for i in "${!layers[@]}"; do
@@ -143,11 +160,52 @@ for i in "${!layers[@]}"; do
         report "${o#"$objdir"/}: layer ${layers[$i]} calls $sym of the higher layer ${layers[$dr]}"
       fi
     done < <(nm -u "$o" | awk '$2 ~ /^ddp_/ { print $2 }' | sort -u)
-  done < <(find "$objdir" -name '*.o' | sort)
+  done < <(live_objs "$objdir")
 done
+
+# ---- inside a layer: transports are leaves, and no call circle ------------------------------
+# The same nm view per object file of one layer: a transport object (collectives/transports/)
+# may call only transports and the layers below, never an algorithm, the selection, the engine
+# or a runner, which sit on it (docs/collectives.md); and the files of a layer call each other
+# without a circle (tsort finds one), so each file has a level: it calls only lower ones.
+xport_dir=collectives/transports
+nxport=0
+for i in "${!layers[@]}"; do
+  objdir=$build/CMakeFiles/ddp_layer_${layers[$i]}.dir
+  [ -d "$objdir" ] || continue
+  mapfile -t objs < <(live_objs "$objdir")
+  [ "${#objs[@]}" -gt 0 ] || continue
+  for o in "${objs[@]}"; do
+    case ${o#"$objdir"/} in "$xport_dir"/*) nxport=$((nxport + 1)) ;; esac
+  done
+  # One nm per layer; awk prints "E from to" per call between two files, "X from sym to" per
+  # transport calling a non-transport file (sources named relative to the tree, no .o).
+  out=$({ nm -A -g --defined-only "${objs[@]}" 2>/dev/null; echo "--"; nm -A -u "${objs[@]}"; } |
+    awk -v dir="$objdir/" -v xd="$xport_dir/" '
+      function src(line) { f = substr(line, 1, index(line, ".o:") - 1); return substr(f, length(dir) + 1) }
+      $0 == "--" { undef = 1; next }
+      $NF !~ /^ddp_/ { next }
+      !undef { def[$NF] = src($0); next }
+      {
+        from = src($0); to = def[$NF]
+        if (to == "" || to == from) next
+        if (!seen[from " " to]++) print "E", from, to
+        if (index(from, xd) == 1 && index(to, xd) != 1) print "X", from, $NF, to
+      }')
+  while read -r kind from sym to; do
+    [ "$kind" = X ] || continue
+    report "$from: a transport calls $sym of $to (transports are leaves: algorithms, selection, engine and runners sit on them)"
+  done <<<"$out"
+  loop=$(awk '$1 == "E" { print $2, $3 }' <<<"$out" | tsort 2>&1 >/dev/null |
+         sed -n 's/^tsort: \([^:]*\)$/\1/p' | sort -u | tr '\n' ' ' || true)
+  if [ -n "$loop" ]; then
+    report "layer ${layers[$i]}: its files call each other in a circle (${loop% }): give each file a level"
+  fi
+done
+[ "$nxport" -gt 0 ] || report "no transport objects under $xport_dir in $build"
 
 if [ "$fail" -ne 0 ]; then
   echo "check-layers: FAIL (layers bottom to top: ${layers[*]}; see docs/architecture.md)"
   exit 1
 fi
-echo "check-layers: PASS ($nfiles files, $nobj objects, $nalgo algorithm files blind to MPI; layers bottom to top: ${layers[*]})"
+echo "check-layers: PASS ($nfiles files, $nobj objects, $nalgo algorithm files blind to MPI, $nxport transport objects that are leaves, no call circle in a layer; layers bottom to top: ${layers[*]})"

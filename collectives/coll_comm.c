@@ -4,12 +4,12 @@
  * communicator's public constructors, which pass the core the device and collectives hooks. */
 #include <stdlib.h>
 
-#include "coll_internal.h"
+#include "coll_state.h"
 #include "device_internal.h"
 
 static void free_state(ddp__coll_t *cs) {
   ddp__coll_mpi_types_free(cs);
-  free(cs->cross_world);
+  free(cs->shape.cross_world);
   for (int i = 0; i < DDP__SCRATCH_SLOTS; i++) free(cs->scratch[i]);
   if (cs->poolcomm != MPI_COMM_NULL) MPI_Comm_free(&cs->poolcomm);
   if (cs->cross != MPI_COMM_NULL) MPI_Comm_free(&cs->cross);
@@ -36,17 +36,17 @@ static ddp_status_t dup_comm(MPI_Comm in, MPI_Comm *out, const char *what) {
 /* World rank of each rank of the cross-node communicator, so that the watchdog names world
  * ranks when hier's cross-node step waits. Local (no communication). */
 static ddp_status_t cross_world_ranks(ddp__coll_t *cs) {
-  int n = cs->cross_size;
+  int n = cs->shape.cross_size;
   int *idx = malloc((size_t)n * sizeof *idx);
-  cs->cross_world = malloc((size_t)n * sizeof *cs->cross_world);
+  cs->shape.cross_world = malloc((size_t)n * sizeof *cs->shape.cross_world);
   MPI_Group gc = MPI_GROUP_NULL, gw = MPI_GROUP_NULL;
-  ddp_status_t st = (idx && cs->cross_world) ? DDP_OK
+  ddp_status_t st = (idx && cs->shape.cross_world) ? DDP_OK
                                               : ddp__error(DDP_ENOMEM, "collectives: out of memory");
   if (st == DDP_OK) {
     for (int i = 0; i < n; i++) idx[i] = i;
     int rc = MPI_Comm_group(cs->cross, &gc);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_group(cs->world, &gw);
-    if (rc == MPI_SUCCESS) rc = MPI_Group_translate_ranks(gc, n, idx, gw, cs->cross_world);
+    if (rc == MPI_SUCCESS) rc = MPI_Group_translate_ranks(gc, n, idx, gw, cs->shape.cross_world);
     if (rc != MPI_SUCCESS) st = ddp__mpi_error(rc, "MPI_Group_translate_ranks (cross-node ranks)");
   }
   if (gc != MPI_GROUP_NULL) MPI_Group_free(&gc);
@@ -66,7 +66,7 @@ ddp_status_t ddp__coll_comm_init(ddp__comm_t *c) {
   pthread_mutex_init(&cs->pool_mu, NULL);
   pthread_cond_init(&cs->cv_work, NULL);
   pthread_cond_init(&cs->cv_done, NULL);
-  cs->shm_disabled = !c->shm_ok;
+  cs->shape.shm_disabled = !c->shm_ok;
   /* Simulated sweeps only (scale/sim_allreduce.c without -c): the buffers are SMPI's shared
    * allocations whose contents mean nothing, and local reduce/copy work costs no simulated
    * time, so the host transport skips it (see coll_xport_host.c). */
@@ -85,9 +85,9 @@ ddp_status_t ddp__coll_comm_init(ddp__comm_t *c) {
     int v[2] = {c->local_size, -c->local_size}, m[2] = {0, 0};
     int rc = MPI_Allreduce(v, m, 2, MPI_INT, MPI_MAX, cs->world);
     if (rc != MPI_SUCCESS) st = ddp__mpi_error(rc, "MPI_Allreduce (node sizes)");
-    cs->uniform_nodes = m[0] == -m[1];
-    MPI_Comm_rank(cs->cross, &cs->cross_rank);
-    MPI_Comm_size(cs->cross, &cs->cross_size);
+    cs->shape.uniform_nodes = m[0] == -m[1];
+    MPI_Comm_rank(cs->cross, &cs->shape.cross_rank);
+    MPI_Comm_size(cs->cross, &cs->shape.cross_size);
     /* How many ranks share this machine (decides how long shared-memory waits spin). */
     MPI_Comm host = MPI_COMM_NULL;
     cs->host_ranks = c->local_size;

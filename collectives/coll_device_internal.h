@@ -1,11 +1,12 @@
 /* Internal interface of the device-memory collectives: the per-communicator state (streams,
- * events, pinned staging ring, device scratch, NCCL communicator) shared by coll_device.c
- * (dispatch, ordering, transport-neutral pieces), coll_staged.c (pinned-chunk pipeline),
- * coll_xport_cuda.c (CUDA-aware MPI transport) and coll_nccl.c. */
+ * events, pinned staging ring, device scratch, NCCL communicator) shared by the runners in
+ * devcoll/ (coll_device.c: dispatch and ordering; coll_staged.c: the pinned-chunk pipeline;
+ * coll_nccl.c) and, below them, the transports (transports/coll_xport_cuda.c: CUDA-aware MPI;
+ * transports/coll_devbufs.c: buffers and waits both use). */
 #ifndef DDP_COLL_DEVICE_INTERNAL_H
 #define DDP_COLL_DEVICE_INTERNAL_H
 
-#include "coll_internal.h"
+#include "coll_state.h"
 #include "device_internal.h"
 
 #define DDP__STAGE_MAX 4 /* DDP_STAGING_DEPTH is 2..4 */
@@ -31,6 +32,7 @@ typedef struct ddp__devcoll {
  * the device kernels on dc->s_h2d (x->xstate is the ddp__devcoll_t). */
 DDP_HIDDEN extern const ddp__xport_t ddp__xport_cuda;
 
+/* ---- transports/coll_devbufs.c ---- */
 /* Waits on the host for `ev` under the DDP_TIMEOUT_S watchdog (answering stall probes while it
  * waits), instead of blocking in cudaEventSynchronize where a stuck caller's stream would hang
  * the job silently. `what` names the wait in a timeout report. */
@@ -39,7 +41,8 @@ DDP_HIDDEN ddp_status_t ddp__devcoll_wait(ddp__devcoll_t *dc, ddp_event_t *ev, c
  * then sleeping 20 us between calls, under the same watchdog; `algo` names it in a report. */
 DDP_HIDDEN ddp_status_t ddp__devcoll_spin(ddp__devcoll_t *dc, const char *what, const char *algo,
                                           ddp_status_t (*test)(void *arg, int *done), void *arg);
-/* The communicator's device-collective state, created on first use (streams, events). */
+/* The communicator's device-collective state, created on first use (streams, events;
+ * devcoll/coll_device.c). */
 DDP_HIDDEN ddp_status_t ddp__devcoll_get(ddp__comm_t *c, ddp__devcoll_t **out);
 
 /* Pinned host memory that grows (freed and re-allocated when too small). */
@@ -63,7 +66,7 @@ DDP_HIDDEN ddp_status_t ddp__staged_pipeline(ddp__devcoll_t *dc, const void *src
                                              size_t count, size_t es, size_t lo, size_t hi,
                                              ddp__stage_fn fn, void *arg);
 
-/* Staged transport entry (coll_staged.c) and NCCL (coll_nccl.c). */
+/* The runners coll_device.c calls: staged (devcoll/coll_staged.c) and NCCL (devcoll/coll_nccl.c). */
 DDP_HIDDEN ddp_status_t ddp__staged_run(ddp__devcoll_t *dc, const ddp__call_t *call);
 /* NCCL runs on dc->s_h2d after call->ev_in, and the caller's `stream` waits for it; returns
  * when it has finished (watched for NCCL's asynchronous errors and by the watchdog). */

@@ -15,21 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_internal.h"
+#include "coll_state.h"
 #include "device_internal.h"
 
+/* A request is the call's one description (ddp__call_t, with the algorithm chosen when it was
+ * posted) and the world context it runs in, both made once at post time, plus the engine's
+ * bookkeeping. */
 struct ddp_request {
   ddp__comm_t *c;
-  ddp__coll_kind_t kind;
-  const void *send; /* DDP_IN_PLACE already mapped to recv */
-  void *recv;
-  size_t count;
-  ddp_dtype_t dtype;
-  ddp_op_t op;
-  int root;
-  ddp_coll_opts_t opts;
-  const ddp__algo_t *algo;     /* allreduce on host memory: chosen at post time */
-  void *ev_in;                 /* device memory: input event recorded at post time */
+  ddp__call_t call;
+  ddp__ctx_t x;                /* host memory: the world group on the host transport */
   int on_caller;               /* runs on the thread of the caller blocked in this call */
   int done;                    /* under cs->mu */
   ddp_status_t st;
@@ -41,53 +36,42 @@ struct ddp_request {
 static const char *const kind_names[] = {"allreduce", "broadcast", "allgather", "reduce_scatter",
                                          "barrier"};
 
-/* Runs one collective on this thread; the caller holds cs->exec. */
-static ddp_status_t execute(struct ddp_request *r) {
+/* Runs r on this thread and records its status (the caller holds cs->exec). `bind`: the
+ * caller's thread, which may not have bound the communicator's device yet (the engine's own
+ * thread did when it started). */
+static void execute(struct ddp_request *r, int bind) {
   ddp__comm_t *c = r->c;
   ddp__coll_t *cs = c->coll;
+  const ddp__call_t *call = &r->call;
+  ddp_status_t st = bind ? ddp__device_bind_thread(c) : DDP_OK;
   /* Only the thread holding cs->exec writes seq; others read it (diagnostics): a plain
    * store, no locked increment on every collective. */
-  atomic_store_explicit(&cs->seq, atomic_load_explicit(&cs->seq, memory_order_relaxed) + 1,
-                        memory_order_release);
-  if (c->cfg.check) {
-    ddp__coll_fp_t fp = {cs->seq, (int)r->kind, -1, -1, (uint64_t)r->count, -1};
-    if (r->kind != DDP__COLL_BARRIER) fp.dtype = (int)r->dtype;
-    if (r->kind == DDP__COLL_ALLREDUCE || r->kind == DDP__COLL_REDUCE_SCATTER) fp.op = (int)r->op;
-    if (r->kind == DDP__COLL_BROADCAST) fp.root = r->root;
-    DDP_TRY(ddp__guard_check(c, &fp));
+  if (st == DDP_OK)
+    atomic_store_explicit(&cs->seq, atomic_load_explicit(&cs->seq, memory_order_relaxed) + 1,
+                          memory_order_release);
+  if (st == DDP_OK && c->cfg.check) {
+    ddp__coll_fp_t fp = {cs->seq, (int)call->kind, -1, -1, (uint64_t)call->a.count, -1};
+    if (call->kind != DDP__COLL_BARRIER) fp.dtype = (int)call->a.dtype;
+    if (call->kind == DDP__COLL_ALLREDUCE || call->kind == DDP__COLL_REDUCE_SCATTER)
+      fp.op = (int)ddp__call_op(call);
+    if (call->kind == DDP__COLL_BROADCAST) fp.root = call->root;
+    st = ddp__guard_check(c, &fp);
   }
-  ddp__call_t call = {r->kind, r->send, r->recv, r->count, r->dtype, r->op, r->root,
-                      &r->opts, r->ev_in, r->algo};
-  if (r->opts.mem == DDP_MEM_CUDA) return ddp__coll_device_run(c, cs, &call);
-  size_t bytes = r->count * ddp_dtype_size(r->dtype);
-  ddp__ctx_t x;
-  ddp__ctx_world(&x, c, kind_names[r->kind], bytes, r->opts.tag);
-  x.desc.algo = "mpi";
-  x.on_caller = r->on_caller;
-  if (c->timeline) ddp__timeline_event(c->timeline, 'B', kind_names[r->kind], "coll", NULL);
-  ddp_status_t st = ddp__coll_exec(&x, &call);
-  if (c->timeline) ddp__timeline_event(c->timeline, 'E', kind_names[r->kind], "coll", NULL);
-  return st;
-}
-
-static void execute_record(struct ddp_request *r) {
-  r->st = execute(r);
-  if (r->st != DDP_OK) snprintf(r->msg, sizeof r->msg, "%s", ddp_last_error());
-  if (r->ev_in) ddp__coll_device_release(r->c, r->ev_in);
-  r->ev_in = NULL;
-}
-
-/* Runs r on the caller's thread, which may not have bound the communicator's device yet. */
-static void execute_here(struct ddp_request *r) {
-  ddp_status_t st = ddp__device_bind_thread(r->c);
-  if (st == DDP_OK) {
-    execute_record(r);
-    return;
+  if (st == DDP_OK && call->opts.mem == DDP_MEM_CUDA) {
+    st = ddp__coll_device_run(c, cs, call);
+  } else if (st == DDP_OK) {
+    ddp__ctx_t *x = &r->x;
+    x->desc.seq = cs->seq;
+    x->on_caller = r->on_caller;
+    const char *kn = kind_names[call->kind];
+    if (c->timeline) ddp__timeline_event(c->timeline, 'B', kn, "coll", NULL);
+    st = ddp__coll_exec(x, call);
+    if (c->timeline) ddp__timeline_event(c->timeline, 'E', kn, "coll", NULL);
   }
   r->st = st;
-  snprintf(r->msg, sizeof r->msg, "%s", ddp_last_error());
-  if (r->ev_in) ddp__coll_device_release(r->c, r->ev_in);
-  r->ev_in = NULL;
+  if (st != DDP_OK) snprintf(r->msg, sizeof r->msg, "%s", ddp_last_error());
+  if (r->call.ev_in) ddp__coll_device_release(c, r->call.ev_in);
+  r->call.ev_in = NULL;
 }
 
 static void *engine_main(void *arg) {
@@ -105,7 +89,7 @@ static void *engine_main(void *arg) {
     if (!cs->head) cs->tail = NULL;
     pthread_mutex_unlock(&cs->mu);
     pthread_mutex_lock(&cs->exec);
-    execute_record(r);
+    execute(r, 0);
     pthread_mutex_unlock(&cs->exec);
     pthread_mutex_lock(&cs->mu);
     r->done = 1;
@@ -133,7 +117,7 @@ ddp_status_t ddp__coll_engine_stop(ddp__coll_t *cs) {
 static void execute_for_caller(ddp__coll_t *cs, struct ddp_request *r) {
   r->on_caller = 1;
   atomic_fetch_add(&cs->idle_waiters, 1);
-  execute_here(r);
+  execute(r, 1);
   atomic_fetch_sub(&cs->idle_waiters, 1);
 }
 
@@ -143,7 +127,7 @@ static ddp_status_t submit(struct ddp_request *r, int blocking) {
   if (r->c->mpi_serialized) {
     pthread_mutex_lock(&cs->exec);
     if (blocking) execute_for_caller(cs, r);
-    else execute_here(r);
+    else execute(r, 1);
     pthread_mutex_unlock(&cs->exec);
     r->done = 1;
     return DDP_OK;
@@ -237,27 +221,35 @@ static int overlap(const void *a, size_t na, const void *b, size_t nb) {
   return na && nb && x < y + nb && y < x + na;
 }
 
-/* Requests are built on the caller's stack; post() copies non-blocking ones to the heap. */
-static void init_request(ddp__comm_t *c, ddp__coll_kind_t kind, const ddp_coll_opts_t *opts,
-                         struct ddp_request *r) {
+/* Requests are built on the caller's stack; post() copies non-blocking ones to the heap (no
+ * field points into the request). The call is described here once: its buffers, count,
+ * dtype and op (avg as sum + avg), and the world context it will run in. */
+static void init_request(ddp__comm_t *c, ddp__coll_kind_t kind, const void *send, void *recv,
+                         size_t count, ddp_dtype_t dtype, ddp_op_t op,
+                         const ddp_coll_opts_t *opts, struct ddp_request *r) {
   /* Field by field rather than a memset of the whole request: this runs on every call. */
+  ddp__call_t *call = &r->call;
   r->c = c;
-  r->kind = kind;
-  r->send = NULL;
-  r->recv = NULL;
-  r->count = 0;
-  r->dtype = DDP_F32;
-  r->op = DDP_SUM;
-  r->root = -1;
-  r->algo = NULL;
-  r->ev_in = NULL;
+  call->kind = kind;
+  call->a.send = send;
+  call->a.recv = recv;
+  call->a.count = count;
+  call->a.dtype = dtype;
+  call->avg = op == DDP_AVG;
+  call->a.op = call->avg ? DDP_SUM : op;
+  call->root = -1;
+  call->algo = NULL;
+  call->ev_in = NULL;
+  if (opts) call->opts = *opts;
+  else ddp_coll_opts_default(&call->opts);
+  size_t es = kind == DDP__COLL_BARRIER ? 0 : ddp_dtype_size(dtype);
+  ddp__ctx_world(&r->x, c, kind_names[kind], count * es, call->opts.tag);
+  r->x.desc.algo = "mpi";
   r->on_caller = 0;
   r->done = 0;
   r->st = DDP_OK;
   r->next = NULL;
   r->msg[0] = '\0';
-  if (opts) r->opts = *opts;
-  else ddp_coll_opts_default(&r->opts);
 }
 
 ddp_status_t ddp_coll_opts_default(ddp_coll_opts_t *opts) {
@@ -273,24 +265,25 @@ ddp_status_t ddp_coll_opts_default(ddp_coll_opts_t *opts) {
  * copy to the engine. A device collective records its input event on the caller's stream
  * first: now, not when the engine gets to it. */
 static ddp_status_t post(struct ddp_request *r, ddp_request_t **req) {
-  if (r->opts.mem == DDP_MEM_CUDA)
-    DDP_TRY(ddp__coll_device_post(r->c, r->kind, r->opts.stream, &r->ev_in));
+  ddp__call_t *call = &r->call;
+  if (call->opts.mem == DDP_MEM_CUDA)
+    DDP_TRY(ddp__coll_device_post(r->c, call->kind, call->opts.stream, &call->ev_in));
   if (!req) {
     ddp_status_t st = submit(r, 1);
     if (st == DDP_OK) st = finish_status(r);
-    else if (r->ev_in) ddp__coll_device_release(r->c, r->ev_in);
+    else if (call->ev_in) ddp__coll_device_release(r->c, call->ev_in);
     return st;
   }
   struct ddp_request *h = malloc(sizeof *h);
   if (!h) {
-    if (r->ev_in) ddp__coll_device_release(r->c, r->ev_in);
+    if (call->ev_in) ddp__coll_device_release(r->c, call->ev_in);
     return ddp__error(DDP_ENOMEM, "collective request: out of memory");
   }
   memcpy(h, r, sizeof *h);
   ddp__comm_retain(h->c);
   ddp_status_t st = submit(h, 0);
   if (st != DDP_OK) {
-    if (h->ev_in) ddp__coll_device_release(h->c, h->ev_in);
+    if (h->call.ev_in) ddp__coll_device_release(h->c, h->call.ev_in);
     ddp__comm_release(h->c);
     free(h);
     return st;
@@ -319,18 +312,10 @@ static ddp_status_t allreduce_post(ddp_comm_t *comm, const void *send, void *rec
                 "send %p and recv %p overlap partially (%zu bytes): use the same pointer or "
                 "DDP_IN_PLACE for an in-place allreduce", send, (void *)recv, bytes);
   struct ddp_request rr, *r = &rr;
-  init_request(c, DDP__COLL_ALLREDUCE, opts, r);
-  r->send = send;
-  r->recv = recv;
-  r->count = count;
-  r->dtype = dtype;
-  r->op = op;
-  if (r->opts.mem == DDP_MEM_HOST) {
-    ddp__ctx_t x;
-    ddp__ctx_world(&x, c, "allreduce", bytes, r->opts.tag);
-    ddp__ar_t a = {send, recv, count, dtype, op == DDP_AVG ? DDP_SUM : op};
-    DDP_TRY(ddp__select(c, r->opts.algo, &x, &a, &r->algo));
-  }
+  init_request(c, DDP__COLL_ALLREDUCE, send, recv, count, dtype, op, opts, r);
+  /* Selected once, here, on the caller's thread: a case the algorithm cannot run fails now. */
+  if (r->call.opts.mem == DDP_MEM_HOST)
+    DDP_TRY(ddp__select(c, r->call.opts.algo, &r->x, &r->call.a, &r->call.algo));
   return post(r, nb ? req : NULL);
 }
 
@@ -359,11 +344,8 @@ static ddp_status_t broadcast_post(ddp_comm_t *comm, void *buf, size_t count, dd
   DDP_CHECK_ARG(root >= 0 && root < c->size, "root %d is out of range (world size %d)", root,
                 c->size);
   struct ddp_request rr, *r = &rr;
-  init_request(c, DDP__COLL_BROADCAST, opts, r);
-  r->send = r->recv = buf;
-  r->count = count;
-  r->dtype = dtype;
-  r->root = root;
+  init_request(c, DDP__COLL_BROADCAST, buf, buf, count, dtype, DDP_SUM, opts, r);
+  r->call.root = root;
   return post(r, nb ? req : NULL);
 }
 
@@ -398,11 +380,7 @@ static ddp_status_t allgather_post(ddp_comm_t *comm, const void *send, void *rec
                 "send %p overlaps recv %p but is not this rank's block (recv + rank*send_count): "
                 "use DDP_IN_PLACE", send, recv);
   struct ddp_request rr, *r = &rr;
-  init_request(c, DDP__COLL_ALLGATHER, opts, r);
-  r->send = send;
-  r->recv = recv;
-  r->count = send_count;
-  r->dtype = dtype;
+  init_request(c, DDP__COLL_ALLGATHER, send, recv, send_count, dtype, DDP_SUM, opts, r);
   return post(r, nb ? req : NULL);
 }
 
@@ -440,12 +418,7 @@ static ddp_status_t reduce_scatter_post(ddp_comm_t *comm, const void *send, void
                 "size*recv_count elements; result in its first recv_count) or recv = send + "
                 "rank*recv_count elements (%p: result in this rank's block)", send, recv, own);
   struct ddp_request rr, *r = &rr;
-  init_request(c, DDP__COLL_REDUCE_SCATTER, opts, r);
-  r->send = send;
-  r->recv = recv;
-  r->count = recv_count;
-  r->dtype = dtype;
-  r->op = op;
+  init_request(c, DDP__COLL_REDUCE_SCATTER, send, recv, recv_count, dtype, op, opts, r);
   return post(r, nb ? req : NULL);
 }
 
@@ -466,7 +439,7 @@ static ddp_status_t barrier_post(ddp_comm_t *comm, ddp_request_t **req, int nb) 
   DDP_TRY(ddp__comm_get(comm, "comm", &c));
   if (nb) DDP_CHECK_ARG(req != NULL, "req is NULL");
   struct ddp_request rr, *r = &rr;
-  init_request(c, DDP__COLL_BARRIER, NULL, r);
+  init_request(c, DDP__COLL_BARRIER, NULL, NULL, 0, DDP_F32, DDP_SUM, NULL, r);
   return post(r, nb ? req : NULL);
 }
 

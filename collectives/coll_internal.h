@@ -103,11 +103,26 @@ typedef struct ddp__xport {
 /* The host-memory transport (MPI point-to-point and collectives, CPU kernels). */
 DDP_HIDDEN extern const ddp__xport_t ddp__xport_host;
 
+/* What the algorithms know of the communicator's collectives state (the rest of ddp__coll_t,
+ * coll_state.h, is the engine's and the transports'): its groups as transport handles and the
+ * shape of the job. */
+typedef struct ddp__coll_shape {
+  ddp__xhandle_t g_world, g_node, g_cross;
+  int shm_disabled;           /* node-shared memory unavailable (no shared windows) */
+  int uniform_nodes;          /* every node has the same number of ranks (hier) */
+  int cross_rank, cross_size; /* this rank among the nodes' (= node index), number of nodes */
+  int *cross_world;           /* world rank of each rank of the cross-node group (the watchdog
+                               * names those) */
+} ddp__coll_shape_t;
+
+typedef struct ddp__shm ddp__shm_t; /* the node-shared segment (coll_shm.h) */
+
 /* Everything an algorithm needs for one call. `grp/rank/size` is the group it runs over: the
  * layer's world group, or the cross-node one inside hier, or the node inside shm. */
 struct ddp__ctx {
   ddp__comm_t *c;
-  struct ddp__coll *cs;
+  struct ddp__coll *cs; /* opaque to algorithms (coll_state.h): for the transport */
+  const ddp__coll_shape_t *shape;
   const ddp__xport_t *xp;
   void *xstate;        /* transport's per-call state */
   const ddp__xhandle_t *grp; /* the transport's handle of the group */
@@ -149,7 +164,7 @@ typedef struct ddp__algo {
 DDP_HIDDEN extern const ddp__algo_t ddp__algo_mpi, ddp__algo_ring, ddp__algo_rhd,
     ddp__algo_shm, ddp__algo_hier;
 
-/* Pieces the ring, rhd and hier algorithms share: reduce-scatter / allgather over arbitrary
+/* Pieces the ring, rhd and hier algorithms share (rhd's own halves: algorithms/rhd.h): reduce-scatter / allgather over arbitrary
  * per-rank chunks of `buf` (in place), written against the transport. offs/lens: size entries. */
 DDP_HIDDEN ddp_status_t ddp__ring_reduce_scatter(ddp__ctx_t *x, void *buf, const size_t *offs,
                                                  const size_t *lens, ddp_dtype_t dtype,
@@ -170,35 +185,6 @@ typedef struct ddp__parts {
 DDP_HIDDEN ddp_status_t ddp__parts_init(ddp__parts_t *p, int n, const char *who);
 DDP_HIDDEN void ddp__parts_free(ddp__parts_t *p);
 
-/* rhd's two halves (allreduce_rhd.c), for hier's node-local steps: ddp__rhd_reduce_scatter
- * folds a non-power-of-two group and halves (nearest partner first); then this rank holds the
- * reduced elements [f->lo, f->hi) of buf (an empty range on ranks folded out), the same range
- * on every group of the same size and count. ddp__rhd_allgather retraces it and unfolds. The
- * count must be at least the group size. Uses scratch slot 2 (in the reduce-scatter only). */
-typedef struct ddp__rhd {
-  int pof2, rem, newrank, lvl;
-  size_t lo, hi;
-  size_t los[32], his[32];
-} ddp__rhd_t;
-DDP_HIDDEN ddp_status_t ddp__rhd_reduce_scatter(ddp__ctx_t *x, void *buf, size_t count,
-                                                ddp_dtype_t dtype, ddp_op_t op, ddp__rhd_t *f);
-DDP_HIDDEN ddp_status_t ddp__rhd_allgather(ddp__ctx_t *x, void *buf, size_t count,
-                                           ddp_dtype_t dtype, ddp__rhd_t *f);
-/* The same levels one at a time, for a group whose size is a power of two (no fold), so a
- * caller can keep levels of several pieces in flight at once (hier's pipeline):
- * ddp__rhd_begin starts a halving of `count` elements; while (1 << f->lvl) < f->pof2,
- * ddp__rhd_halve_post posts one level's exchange (q: 2 requests; the partner's half arrives in
- * tmp, at least (count+1)/2 elements) and, once q is waited for, ddp__rhd_halve_done reduces it
- * and moves on. Then, while f->lvl > 0, ddp__rhd_double_post / ddp__rhd_double_done retrace
- * the levels (allgather). */
-DDP_HIDDEN void ddp__rhd_begin(ddp__rhd_t *f, int rank, int size, size_t count);
-DDP_HIDDEN ddp_status_t ddp__rhd_halve_post(ddp__ctx_t *x, char *buf, size_t es,
-                                            const ddp__rhd_t *f, void *tmp, ddp__xreq_t q[2]);
-DDP_HIDDEN ddp_status_t ddp__rhd_halve_done(ddp__ctx_t *x, char *buf, ddp_dtype_t dtype,
-                                            ddp_op_t op, ddp__rhd_t *f, const void *tmp);
-DDP_HIDDEN ddp_status_t ddp__rhd_double_post(ddp__ctx_t *x, char *buf, size_t es,
-                                             const ddp__rhd_t *f, ddp__xreq_t q[2]);
-DDP_HIDDEN void ddp__rhd_double_done(ddp__rhd_t *f);
 
 /* Broadcast, allgather and reduce-scatter over point-to-point, for transports without their
  * own (algorithms/bcast_tree.c, allgather_ring.c, reduce_scatter_allreduce.c). allgather_ring
@@ -211,15 +197,6 @@ DDP_HIDDEN ddp_status_t ddp__reduce_scatter_allreduce(ddp__ctx_t *x, const ddp__
                                                       size_t count, ddp_dtype_t dtype,
                                                       ddp_op_t op);
 
-/* shm phases (host memory, ranks of c->node): reduce-scatter leaving this local rank's
- * contiguous slice (ddp__split of count over local_size) reduced into recv at its offset, and
- * allgather of those slices from recv into recv. Used by shm and hier. */
-DDP_HIDDEN ddp_status_t ddp__shm_reduce_scatter(ddp__ctx_t *x, const void *send, void *recv,
-                                                size_t count, ddp_dtype_t dtype, ddp_op_t op);
-DDP_HIDDEN ddp_status_t ddp__shm_allgather(ddp__ctx_t *x, void *recv, size_t count,
-                                           ddp_dtype_t dtype);
-/* Most elements one shm reduce-scatter/allgather call may take. */
-DDP_HIDDEN size_t ddp__shm_chunk(ddp_dtype_t dtype);
 
 /* Selection (coll_select.c): resolves opts->algo / DDP_ALLREDUCE_ALGO / auto for one case,
  * host or device memory (x->mem). Errors name the valid algorithms. */
@@ -235,126 +212,48 @@ typedef enum ddp__coll_kind {
   DDP__COLL_BARRIER = 4
 } ddp__coll_kind_t;
 
-/* DDP_IN_PLACE is already mapped (send == recv; allgather: send == recv + rank*count); op may
- * be DDP_AVG. */
+/* One collective call, described once when it is posted (coll_engine.c) and run from this
+ * description: the engine's request holds it, the selection and the algorithms read its `a`
+ * directly. DDP_IN_PLACE is already mapped (send == recv; allgather: send == recv + rank*count).
+ * a.count: allreduce/broadcast: elements; allgather: send_count; reduce_scatter: recv_count.
+ * a.op is never DDP_AVG: avg is then set, and a.op is DDP_SUM (divide by the size after). */
 typedef struct ddp__call {
   ddp__coll_kind_t kind;
-  const void *send;
-  void *recv;
-  size_t count; /* allreduce/broadcast: elements; allgather: send_count; reduce_scatter: recv_count */
-  ddp_dtype_t dtype;
-  ddp_op_t op;
+  ddp__ar_t a;
+  int avg;
   int root;
-  const ddp_coll_opts_t *opts; /* algo, stream, tag (NULL: defaults) */
+  ddp_coll_opts_t opts; /* algo, mem, stream, tag */
   void *ev_in; /* device memory: ddp_event_t recorded on the caller's stream when posted */
-  const ddp__algo_t *algo; /* allreduce: chosen at post time (NULL: select when run) */
+  const ddp__algo_t *algo; /* host allreduce: chosen at post time (NULL: device memory, chosen
+                            * by the device transport's runner) */
 } ddp__call_t;
 
-/* Runs one collective over x's transport and group (coll_select.c): allreduce with call->algo
- * or the selection; the others with the transport's own collective, or over point to point.
- * ddp__allreduce_exec runs `al` (op may be DDP_AVG: sum, then scale). */
+/* The op the caller asked for (DDP_AVG included). */
+static inline ddp_op_t ddp__call_op(const ddp__call_t *call) {
+  return call->avg ? DDP_AVG : call->a.op;
+}
+
+/* Runs one collective over x's transport and group (coll_exec.c): allreduce with call->algo
+ * (selected here only where the post did not: device memory); the others with the transport's
+ * own collective, or over point to point. */
 DDP_HIDDEN ddp_status_t ddp__coll_exec(ddp__ctx_t *x, const ddp__call_t *call);
-DDP_HIDDEN ddp_status_t ddp__allreduce_exec(ddp__ctx_t *x, const ddp__algo_t *al,
-                                            const void *send, void *recv, size_t count,
-                                            ddp_dtype_t dtype, ddp_op_t op);
 
-/* ==== per-communicator state ============================================================== */
-typedef struct ddp__pool_win {
-  MPI_Win win;
-  char *base;         /* this rank's segment */
-  size_t bytes;       /* this rank's segment size */
-  char **peer_base;   /* local_size entries */
-  uint64_t id;        /* same on every node rank (creation order) */
-  struct ddp__pool_win *next;
-} ddp__pool_win_t;
-
-typedef struct ddp__shm ddp__shm_t; /* allreduce_shm.c */
-typedef struct ddp__mpi_watch ddp__mpi_watch_t; /* allreduce_mpi.c */
-
-typedef struct ddp__coll {
-  ddp__comm_t *c;
-  /* Dedicated duplicates: library traffic never matches user or other-layer messages. */
-  MPI_Comm world, node, cross;
-  /* The same groups as the transports' handles (ddp__ctx_t.grp), set by ddp__coll_groups. */
-  ddp__xhandle_t g_world, g_node, g_cross;
-  /* engine */
-  pthread_mutex_t mu;      /* queue, done flags */
-  pthread_cond_t cv_work;  /* engine sleeps here while idle */
-  pthread_cond_t cv_done;  /* waiters sleep here */
-  pthread_mutex_t exec;    /* held while a collective executes (engine or inline) */
-  struct ddp_request *head, *tail;
-  _Atomic int pending;     /* queued + executing non-blocking requests (changed under mu) */
-  /* Threads that have nothing to do but wait for a collective: callers blocked in ddp_wait or
-   * in a blocking call (also while running it inline). Waits inside a collective spin longer
-   * while this is non-zero: the caller's core would idle anyway, and a sleep costs a wake-up
-   * (about 25 us on a VM) per barrier. */
-  _Atomic int idle_waiters;
-  int thread_started, stop;
-  pthread_t thread;
-  _Atomic uint64_t seq;    /* collective sequence number (fingerprints, diagnostics); atomic:
-                            * read on callers' threads while the engine increments it */
-  /* host transport scratch */
-  void *scratch[DDP__SCRATCH_SLOTS];
-  size_t scratch_bytes[DDP__SCRATCH_SLOTS];
-  /* f16/bf16 MPI ops and datatypes (mpi algorithm) */
-  MPI_Datatype half_type[2];        /* [0] f16, [1] bf16 */
-  MPI_Op half_op[2][DDP_OP_COUNT];  /* avg slot unused */
-  MPI_Op u8_op[DDP_OP_COUNT];       /* own u8 ops where the MPI's are wrong, else NULL */
-  int half_ready;
-  /* watch thread over blocking MPI_Allreduce calls (mpi algorithm), started on first use */
-  ddp__mpi_watch_t *mpi_watch;
-  int mpi_watch_failed;
-  /* node-shared memory */
-  ddp__shm_t *shm;
-  ddp__pool_win_t *pool;
-  uint64_t pool_next_id;
-  pthread_mutex_t pool_mu;
-  MPI_Comm poolcomm;       /* dup of node for ddp_alloc/ddp_free (called on user threads) */
-  int shm_disabled;        /* shm phases unavailable (no shared windows) */
-  int sim_nocompute;       /* simulator sweeps: skip local reduce/copy (coll_comm.c) */
-  int uniform_nodes;       /* every node has the same number of ranks (hier) */
-  int cross_rank, cross_size; /* this rank in `cross` (= node index), number of nodes */
-  int *cross_world;        /* world rank of each rank of `cross` (the watchdog names those) */
-  int host_ranks;          /* ranks on this machine (virtual nodes may split a machine) */
-  /* device-memory collectives */
-  struct ddp__devcoll *devcoll; /* created on the first one (coll_device.c), freed at fini */
-  int transport_set;            /* ddp_device_set_transport was called */
-  ddp_transport_t transport;    /* then: its choice, else DDP_TRANSPORT */
-  /* NCCL's state is sticky: once creating or running the NCCL communicator failed, every
-   * later nccl collective fails at once with this reason instead of trying again. */
-  ddp_status_t nccl_status;
-  char nccl_reason[256];
-} ddp__coll_t;
-
-/* Fills cs->g_* from cs->world/node/cross (the host transport, coll_xport_host.c). */
-DDP_HIDDEN void ddp__coll_groups(ddp__coll_t *cs);
-
-/* A queued or executing collective (coll_engine.c). */
-DDP_HIDDEN ddp_status_t ddp__coll_engine_stop(ddp__coll_t *cs);
-
-DDP_HIDDEN ddp_status_t ddp__coll_mpi_types(ddp__coll_t *cs); /* allreduce_mpi.c */
-DDP_HIDDEN void ddp__coll_mpi_types_free(ddp__coll_t *cs);
-DDP_HIDDEN void ddp__coll_mpi_watch_stop(ddp__coll_t *cs);
-/* MPI datatype / op for a dtype (f16/bf16: the layer's own); avg maps to the sum op. */
-DDP_HIDDEN MPI_Datatype ddp__mpi_type(const ddp__coll_t *cs, ddp_dtype_t dtype);
-DDP_HIDDEN MPI_Op ddp__mpi_op(const ddp__coll_t *cs, ddp_dtype_t dtype, ddp_op_t op);
-DDP_HIDDEN void ddp__shm_free(ddp__coll_t *cs);               /* allreduce_shm.c */
-DDP_HIDDEN void ddp__pool_free_all(ddp__coll_t *cs);          /* coll_pool.c */
-/* If [p, p+bytes) lies inside one ddp_alloc window: its id and offset, returns 1. */
-DDP_HIDDEN int ddp__pool_find(ddp__coll_t *cs, const void *p, size_t bytes, uint64_t *id,
-                              size_t *offset);
-DDP_HIDDEN ddp__pool_win_t *ddp__pool_by_id(ddp__coll_t *cs, uint64_t id);
-
-/* p rounded up to a multiple of 64 (shared-window segments carry no alignment promise). */
-static inline void *ddp__align64(void *p) {
-  return (void *)(((uintptr_t)p + 63) & ~(uintptr_t)63);
+/* Runs allreduce algorithm `al` on `a` (a->op never DDP_AVG; avg: divide by the group size
+ * after). Inline: the one step between the executor and the algorithm. */
+static inline ddp_status_t ddp__allreduce_run(ddp__ctx_t *x, const ddp__algo_t *al,
+                                              const ddp__ar_t *a, int avg) {
+  if (a->count == 0) return DDP_OK;
+  x->desc.algo = al->name;
+  ddp_status_t st = al->run(x, a);
+  if (st == DDP_OK && avg) st = x->xp->scale(x, a->recv, a->count, a->dtype, (double)x->size);
+  return st;
 }
 
 /* Fills a context for the world group on host memory. */
 DDP_HIDDEN void ddp__ctx_world(ddp__ctx_t *x, ddp__comm_t *c, const char *coll, size_t bytes,
                                int tag);
 
-/* ==== device-memory collectives (collectives/coll_device.c) ================================
+/* ==== device-memory collectives (collectives/devcoll/coll_device.c) ================================
  * The dispatcher calls ddp__coll_device_run for opts->mem == DDP_MEM_CUDA after its argument
  * checks, on the thread that executes the collective (progress engine or caller), holding
  * cs->exec. It picks the transport (ddp_device_set_transport or DDP_TRANSPORT: CUDA-aware MPI,
@@ -369,10 +268,6 @@ DDP_HIDDEN ddp_status_t ddp__coll_device_post(ddp__comm_t *c, ddp__coll_kind_t k
 DDP_HIDDEN void ddp__coll_device_release(ddp__comm_t *c, void *ev_in);
 DDP_HIDDEN ddp_status_t ddp__coll_device_run(ddp__comm_t *c, struct ddp__coll *cs,
                                              const ddp__call_t *call);
-/* Frees the device collectives' state (cs->devcoll: streams, events, staging buffers, NCCL),
- * created on the first device collective, with the device current; nothing without one.
- * Called by ddp__coll_comm_fini, which runs before the device layer's fini. */
-DDP_HIDDEN void ddp__devcoll_free(ddp__coll_t *cs);
 /* Resolves the device collectives' transport: `requested` (DDP_TRANSPORT_AUTO: the
  * communicator's choice, ddp_device_set_transport or DDP_TRANSPORT) for this device: DDP_OK
  * with *out set (never AUTO), or DDP_ENOTSUP/DDP_EINVAL explaining why it cannot run here. */

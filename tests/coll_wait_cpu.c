@@ -3,7 +3,7 @@
  * caller, progress thread) must stay a small part of the wait. The shm algorithm sleeps on a
  * futex after a short spin (budget SHM_BUDGET); the MPI-request paths (mpi, ring) test, yield
  * the core for 50 ms, then nap (budget MPI_BUDGET). A blocking `mpi` call is the MPI's own
- * MPI_Allreduce on the caller's thread (allreduce_mpi.c): its figure is printed, not judged. Each case blocking (the wait runs on the
+ * MPI_Allreduce on the caller's thread (transports/coll_mpi_coll.c): its figure is printed, not judged. Each case blocking (the wait runs on the
  * caller's thread) and non-blocking (the progress thread waits, the caller sleeps in
  * ddp_wait), at sizes that take shm's tiny, small-chunk and large paths; results are exact
  * (integer-valued f32). With a busy-polling wait rank 0 burns a whole core: the check fails.

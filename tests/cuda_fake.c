@@ -262,7 +262,8 @@ static void env_close(env_t *v) {
 /* One collective through ddp__nccl_run, its input event recorded as a post records it. */
 static ddp_status_t run(env_t *v, ddp__coll_kind_t kind, const void *send, void *recv, size_t n,
                         ddp_dtype_t dt, ddp_op_t op, int root) {
-  ddp__call_t call = {kind, send, recv, n, dt, op, root, &v->o, NULL, NULL};
+  ddp__call_t call = {kind, {send, recv, n, dt, op == DDP_AVG ? DDP_SUM : op}, op == DDP_AVG, root,
+                      v->o, NULL, NULL};
   ddp_status_t st = ddp__coll_device_post(v->c, kind, v->s, &call.ev_in);
   if (st != DDP_OK) return st;
   st = ddp__nccl_run(v->dc, &call, v->s);

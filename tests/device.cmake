@@ -34,7 +34,7 @@ ddp_add_mpi_test(NAME device_coll_timeout PROGRAM device_coll NP 1 ARGS timeout 
 # reduce-scatter offset rule. The fake replaces these three files of the static library.
 ddp_add_internal_test_exe(cuda_fake cuda_fake.c fake_cuda/fake_cuda.c
   ${PROJECT_SOURCE_DIR}/runtime/device/device_cuda.c ${PROJECT_SOURCE_DIR}/runtime/device/device_probe.c
-  ${PROJECT_SOURCE_DIR}/collectives/transports/coll_nccl.c)
+  ${PROJECT_SOURCE_DIR}/collectives/devcoll/coll_nccl.c)
 target_compile_definitions(cuda_fake PRIVATE DDP_CUDA_FAKE=1)
 target_include_directories(cuda_fake BEFORE PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/fake_cuda)
 ddp_add_mpi_test(NAME cuda_fake PROGRAM cuda_fake NP 2 LABELS emulate quick TIMEOUT 90

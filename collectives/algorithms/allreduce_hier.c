@@ -15,7 +15,8 @@
  * (docs/scale.md). */
 #include <stdlib.h>
 
-#include "coll_internal.h"
+#include "rhd.h"
+#include "shm.h"
 
 #define CROSS_RING_BYTES ((size_t)64 << 10) /* slice size from which the cross step is a ring */
 #define CROSS_HALVE_BYTES ((size_t)8 << 10) /* slice size from which the cross step halves */
@@ -24,7 +25,7 @@
 static const char *hier_supports(const ddp__ctx_t *x, const ddp__ar_t *a) {
   (void)a;
   if (x->mem != DDP_MEM_HOST) return "needs host memory";
-  if (!x->cs->uniform_nodes) return "needs the same number of ranks on every node";
+  if (!x->shape->uniform_nodes) return "needs the same number of ranks on every node";
   return NULL;
 }
 
@@ -180,20 +181,20 @@ static ddp_status_t pipe_run(ddp__ctx_t *xn, ddp__ctx_t *xc, const char *sb, cha
 
 static ddp_status_t hier_run(ddp__ctx_t *x, const ddp__ar_t *a) {
   ddp__comm_t *c = x->c;
-  ddp__coll_t *cs = x->cs;
+  const ddp__coll_shape_t *sh = x->shape;
   size_t es = ddp_dtype_size(a->dtype);
   int n = c->local_size, me = c->local_rank;
   ddp__ctx_t xc = *x; /* the cross-node group of this local rank */
-  xc.grp = &cs->g_cross;
-  xc.rank = cs->cross_rank;
-  xc.size = cs->cross_size;
-  xc.world_of = cs->cross_world;
+  xc.grp = &sh->g_cross;
+  xc.rank = sh->cross_rank;
+  xc.size = sh->cross_size;
+  xc.world_of = sh->cross_world;
   ddp__ctx_t xn = *x; /* the node group (point-to-point path) */
-  xn.grp = &cs->g_node;
+  xn.grp = &sh->g_node;
   xn.rank = me;
   xn.size = n;
   xn.world_of = NULL;
-  int shm = !cs->shm_disabled;
+  int shm = !sh->shm_disabled;
   /* Shared memory: the reduce-scatter leaves local rank me's slice at chunk me. Point to
    * point: the ring reduce-scatter leaves it at chunk me+1 (allreduce_ring.c). */
   int mine = shm ? me : (me + 1) % n;

@@ -6,7 +6,7 @@
  * Bitwise identity across ranks: in recursive doubling both partners compute
  * (lower rank's value) op (higher rank's value); in Rabenseifner each element is reduced by
  * one rank per level and then copied. */
-#include "coll_internal.h"
+#include "rhd.h"
 
 #define SMALL_BYTES ((size_t)32 << 10)
 #define TAG_FOLD 0x5301

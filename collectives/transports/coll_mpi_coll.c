@@ -1,13 +1,13 @@
 /* The host transport's own collectives: the MPI library's allreduce, broadcast, allgather,
  * reduce-scatter and barrier on the layer's communicators, plus node-shared windows.
  *
- * Allreduce (algorithm `mpi`, algorithms/allreduce_mpi.c) is what an application calling
+ * Allreduce (what algorithm `mpi`, algorithms/allreduce_mpi.c, runs) is what an application calling
  * MPI_Allreduce gets (`raw` in allreduce_bench), plus the watchdog.
  * What a call really runs (np 2, Open MPI 4.1.4, measured with allreduce_bench -A raw,mpi):
  *  - a blocking ddp_allreduce (DDP_ON_TIMEOUT=abort and MPI_THREAD_MULTIPLE), which runs on
  *    the caller's thread: the blocking MPI_Allreduce itself, in place or out of place as the
  *    caller asked, waiting the way the MPI waits (Open MPI polls a core, as for `raw`).
- *    A watch thread per communicator (below) keeps the DDP_TIMEOUT_S guarantee for it: it
+ *    A watch thread per communicator (coll_mpi_watch.c) keeps the DDP_TIMEOUT_S guarantee for it: it
  *    answers the stall inspector after 0.25 s and ends the job with the watchdog's report at
  *    the deadline.
  *    The non-blocking form costs more than the watch: Open MPI's MPI_Iallreduce (libnbc) took
@@ -24,235 +24,18 @@
  *    a call must be able to give up, so every call is MPI_Iallreduce waited through
  *    ddp__wait_all; large in-place calls copy to scratch first (Open MPI's in-place
  *    MPI_Iallreduce is 2x slower than its out-of-place one at 64 MB: 83 ms vs 37 ms).
- * f16/bf16 go through user-defined MPI_Ops; counts above INT_MAX are split into chunks. */
+ * f16/bf16 go through user-defined MPI_Ops (coll_mpi_types.c); counts above INT_MAX are split
+ * into chunks. The watch thread is in coll_mpi_watch.c. */
 #include <limits.h>
 #include <stdatomic.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "xport_mpi.h"
 
 #define CHUNK_ELEMS ((size_t)1 << 30)
 
-/* User-defined ops: inout[i] = in[i] op inout[i], computed by the host kernels (f16/bf16 in
- * f32). */
-#define OWN_FN(NAME, DT, OP)                                                            \
-  static void NAME(void *in, void *inout, int *len, MPI_Datatype *type) {              \
-    (void)type;                                                                         \
-    ddp__reduce_host(inout, in, (size_t)*len, DT, OP);                                  \
-  }
-OWN_FN(f16_sum, DDP_F16, DDP_SUM)
-OWN_FN(f16_min, DDP_F16, DDP_MIN)
-OWN_FN(f16_max, DDP_F16, DDP_MAX)
-OWN_FN(f16_prod, DDP_F16, DDP_PROD)
-OWN_FN(bf16_sum, DDP_BF16, DDP_SUM)
-OWN_FN(bf16_min, DDP_BF16, DDP_MIN)
-OWN_FN(bf16_max, DDP_BF16, DDP_MAX)
-OWN_FN(bf16_prod, DDP_BF16, DDP_PROD)
-OWN_FN(u8_sum, DDP_U8, DDP_SUM)
-OWN_FN(u8_min, DDP_U8, DDP_MIN)
-OWN_FN(u8_max, DDP_U8, DDP_MAX)
-OWN_FN(u8_prod, DDP_U8, DDP_PROD)
-
-/* 1 when the MPI's own reduction `mo` (MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX) gives the right
- * u8 results. Measured wrong here: Open MPI 4.1.4's AVX op component saturates 8-bit sums
- * from 16 elements on (200 + 100 gives 255, not 44); MPICH 4.0.2 compares unsigned types as
- * signed in MPI_MIN/MPI_MAX (u8 max of 200 and 10 gives 10). Asked once per communicator with
- * MPI_Reduce_local (the local reduction the collectives apply) on 257 elements, enough for
- * the vector paths and a tail, so the MPI's own op stays in use wherever it is right. */
-static int mpi_u8_op_right(MPI_Op mo, ddp_op_t op) {
-  enum { N = 257 };
-  uint8_t in[N], io[N], want[N];
-  for (int i = 0; i < N; i++) {
-    in[i] = (uint8_t)(i % 2 ? 200 + i % 13 : 10 + i % 11); /* both sides of 128, in turn */
-    io[i] = (uint8_t)(i % 2 ? 100 + i % 7 : 150 + i % 5);
-    unsigned a = in[i], b = io[i];
-    want[i] = (uint8_t)(op == DDP_SUM ? a + b : op == DDP_PROD ? a * b : op == DDP_MIN ? (a < b ? a : b)
-                                                                           : (a > b ? a : b));
-  }
-  return MPI_Reduce_local(in, io, N, MPI_UINT8_T, mo) == MPI_SUCCESS && memcmp(io, want, N) == 0;
-}
-
-ddp_status_t ddp__coll_mpi_types(ddp__coll_t *cs) {
-  MPI_User_function *fns[2][DDP_OP_COUNT] = {
-      {f16_sum, NULL, f16_min, f16_max, f16_prod},
-      {bf16_sum, NULL, bf16_min, bf16_max, bf16_prod}};
-  for (int h = 0; h < 2; h++) {
-    cs->half_type[h] = MPI_DATATYPE_NULL;
-    for (int o = 0; o < DDP_OP_COUNT; o++) cs->half_op[h][o] = MPI_OP_NULL;
-  }
-  for (int o = 0; o < DDP_OP_COUNT; o++) cs->u8_op[o] = MPI_OP_NULL;
-  cs->half_ready = 1;
-  for (int h = 0; h < 2; h++) {
-    DDP_MPI(MPI_Type_contiguous(2, MPI_BYTE, &cs->half_type[h]));
-    DDP_MPI(MPI_Type_commit(&cs->half_type[h]));
-    for (int o = 0; o < DDP_OP_COUNT; o++)
-      if (fns[h][o]) DDP_MPI(MPI_Op_create(fns[h][o], 1, &cs->half_op[h][o]));
-  }
-  MPI_User_function *u8_fns[DDP_OP_COUNT] = {u8_sum, NULL, u8_min, u8_max, u8_prod};
-  for (int o = 0; o < DDP_OP_COUNT; o++)
-    if (u8_fns[o] && !mpi_u8_op_right(ddp__mpi_op(cs, DDP_U8, (ddp_op_t)o), (ddp_op_t)o))
-      DDP_MPI(MPI_Op_create(u8_fns[o], 1, &cs->u8_op[o]));
-  return DDP_OK;
-}
-
-void ddp__coll_mpi_types_free(ddp__coll_t *cs) {
-  if (!cs->half_ready) return;
-  for (int h = 0; h < 2; h++) {
-    if (cs->half_type[h] != MPI_DATATYPE_NULL) MPI_Type_free(&cs->half_type[h]);
-    for (int o = 0; o < DDP_OP_COUNT; o++)
-      if (cs->half_op[h][o] != MPI_OP_NULL) MPI_Op_free(&cs->half_op[h][o]);
-  }
-  for (int o = 0; o < DDP_OP_COUNT; o++)
-    if (cs->u8_op[o] != MPI_OP_NULL) MPI_Op_free(&cs->u8_op[o]);
-  cs->half_ready = 0;
-}
-
-MPI_Datatype ddp__mpi_type(const ddp__coll_t *cs, ddp_dtype_t dtype) {
-  switch (dtype) {
-    case DDP_F32: return MPI_FLOAT;
-    case DDP_F64: return MPI_DOUBLE;
-    case DDP_F16: return cs->half_type[0];
-    case DDP_BF16: return cs->half_type[1];
-    case DDP_I32: return MPI_INT32_T;
-    case DDP_I64: return MPI_INT64_T;
-    case DDP_U8: return MPI_UINT8_T;
-    default: return MPI_DATATYPE_NULL;
-  }
-}
-
-MPI_Op ddp__mpi_op(const ddp__coll_t *cs, ddp_dtype_t dtype, ddp_op_t op) {
-  if (op == DDP_AVG) op = DDP_SUM;
-  if (dtype == DDP_F16 || dtype == DDP_BF16) return cs->half_op[dtype == DDP_BF16][op];
-  if (dtype == DDP_U8 && cs->u8_op[op] != MPI_OP_NULL) return cs->u8_op[op];
-  switch (op) {
-    case DDP_SUM: return MPI_SUM;
-    case DDP_MIN: return MPI_MIN;
-    case DDP_MAX: return MPI_MAX;
-    case DDP_PROD: return MPI_PROD;
-    default: return MPI_OP_NULL;
-  }
-}
-
-/* ---- the watch over blocking MPI_Allreduce calls ----------------------------------------
- * While the executing thread sits in MPI_Allreduce it publishes a token (unique per call) and
- * a copy of its wait description, with release stores only (no locked instruction, no system
- * call: the overhead must stay within a few percent of an 8-byte MPI_Allreduce). The watch
- * thread wakes every WATCH_PERIOD_S; once the same token has been in flight for
- * WATCH_ANSWER_AFTER_S it takes a consistent snapshot of the description (seqlock: re-read the
- * token after the fields) and calls ddp__deadline_check with it, which answers the stall
- * inspector and, past DDP_TIMEOUT_S, reports and ends the job (abort mode; return mode never
- * blocks). The deadline fires up to WATCH_PERIOD_S late. */
-#define WATCH_PERIOD_S 0.05
-#define WATCH_ANSWER_AFTER_S 0.25 /* as the guard's own waits: answer probes after this */
-
-struct ddp__mpi_watch {
-  ddp__comm_t *c;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;     /* the watch sleeps here between looks */
-  pthread_t thread;
-  int stop;              /* under mu */
-  _Atomic uint64_t cur;  /* token of the call in flight; 0 = none */
-  uint64_t next;         /* last token handed out (executing thread only: calls hold cs->exec) */
-  /* The in-flight call's ddp__wait_desc_t, field by field (atomics: read by the watch
-   * while the next call may be writing them; a torn read is discarded by the token check). */
-  _Atomic uint64_t d_seq;
-  _Atomic(const char *) d_coll;
-  _Atomic(const char *) d_algo;
-  _Atomic size_t d_bytes;
-  _Atomic int d_tag;
-};
-
-/* 1 and a copy of the description if `token` is still the call in flight. */
-static int watch_snapshot(ddp__mpi_watch_t *w, uint64_t token, ddp__wait_desc_t *d) {
-  /* Acquire loads: the re-read of the token cannot move before them, and a field already
-   * written by the next call (release store, after cur went back to 0) makes that re-read
-   * see the token gone. */
-  d->seq = atomic_load_explicit(&w->d_seq, memory_order_acquire);
-  d->coll = atomic_load_explicit(&w->d_coll, memory_order_acquire);
-  d->algo = atomic_load_explicit(&w->d_algo, memory_order_acquire);
-  d->bytes = atomic_load_explicit(&w->d_bytes, memory_order_acquire);
-  d->tag = atomic_load_explicit(&w->d_tag, memory_order_acquire);
-  d->peers = NULL;
-  return atomic_load_explicit(&w->cur, memory_order_acquire) == token;
-}
-
-static void *watch_main(void *arg) {
-  ddp__mpi_watch_t *w = arg;
-  uint64_t seen = 0;
-  double t_seen = 0;
-  pthread_mutex_lock(&w->mu);
-  while (!w->stop) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += (long)(WATCH_PERIOD_S * 1e9);
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    pthread_cond_timedwait(&w->cv, &w->mu, &ts);
-    if (w->stop) break;
-    uint64_t v = atomic_load_explicit(&w->cur, memory_order_acquire);
-    double now = ddp__now();
-    if (v == 0 || v != seen) { /* idle, or a call not seen before */
-      seen = v;
-      t_seen = now;
-      continue;
-    }
-    ddp__wait_desc_t d;
-    if (now - t_seen < WATCH_ANSWER_AFTER_S || !watch_snapshot(w, v, &d)) continue;
-    pthread_mutex_unlock(&w->mu);
-    (void)ddp__deadline_check(w->c, t_seen, &d); /* past the deadline: does not return */
-    pthread_mutex_lock(&w->mu);
-  }
-  pthread_mutex_unlock(&w->mu);
-  return NULL;
-}
-
-/* Starts the watch on first use (on the executing thread). NULL if it cannot run: the caller
- * then takes the non-blocking path. */
-static ddp__mpi_watch_t *watch_get(ddp__coll_t *cs) {
-  if (cs->mpi_watch) return cs->mpi_watch;
-  if (cs->mpi_watch_failed) return NULL;
-  ddp__mpi_watch_t *w = calloc(1, sizeof *w);
-  pthread_condattr_t ca;
-  int ok = w != NULL && pthread_condattr_init(&ca) == 0;
-  if (ok) {
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_cond_init(&w->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    w->c = cs->c;
-    atomic_init(&w->cur, 0);
-    if (pthread_create(&w->thread, NULL, watch_main, w) != 0) {
-      pthread_mutex_destroy(&w->mu);
-      pthread_cond_destroy(&w->cv);
-      ok = 0;
-    }
-  }
-  if (!ok) {
-    free(w);
-    cs->mpi_watch_failed = 1;
-    DDP_LOG(cs->c, DDP_LOG_INFO, "mpi algorithm: no watch thread, MPI_Iallreduce for every call");
-    return NULL;
-  }
-  cs->mpi_watch = w;
-  return w;
-}
-
-void ddp__coll_mpi_watch_stop(ddp__coll_t *cs) {
-  ddp__mpi_watch_t *w = cs->mpi_watch;
-  if (!w) return;
-  pthread_mutex_lock(&w->mu);
-  w->stop = 1;
-  pthread_cond_broadcast(&w->cv);
-  pthread_mutex_unlock(&w->mu);
-  pthread_join(w->thread, NULL);
-  pthread_mutex_destroy(&w->mu);
-  pthread_cond_destroy(&w->cv);
-  free(w);
-  cs->mpi_watch = NULL;
-}
-
+/* MPI_Allreduce under the watch (coll_mpi_watch.c): the call is published while it runs. */
 static ddp_status_t watched_allreduce(ddp__mpi_watch_t *w, const ddp__ctx_t *x, const void *s,
                                       void *r, int n, MPI_Datatype t, MPI_Op o) {
   /* cur is 0 here. Release stores (plain stores on x86, no fence: TSan does not model
@@ -308,7 +91,7 @@ ddp_status_t ddp__mpi_allreduce(ddp__ctx_t *x, const ddp__ar_t *a) {
    * what the application's own MPI_Allreduce would be; on the progress thread (non-blocking
    * requests, the reducer's buckets) MPI_Iallreduce under ddp__wait_all, whose wait yields the
    * core and naps instead of polling it away from the caller's compute. */
-  if (x->on_caller && !x->c->mpi_serialized && !x->c->cfg.on_timeout_return) w = watch_get(cs);
+  if (x->on_caller && !x->c->mpi_serialized && !x->c->cfg.on_timeout_return) w = cs->mpi_watch ? cs->mpi_watch : ddp__mpi_watch_get(cs);
   if (w && a->count <= CHUNK_ELEMS && (inplace || a->count * es <= NONBLOCKING_OOP_MIN))
     return watched_allreduce(w, x, inplace ? MPI_IN_PLACE : a->send, a->recv, (int)a->count, t, o);
   for (size_t off = 0; off < a->count; off += CHUNK_ELEMS) {

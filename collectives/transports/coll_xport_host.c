@@ -133,17 +133,18 @@ const ddp__xport_t ddp__xport_host = {
 };
 
 void ddp__coll_groups(ddp__coll_t *cs) {
-  ddp__xh_set_comm(&cs->g_world, cs->world);
-  ddp__xh_set_comm(&cs->g_node, cs->node);
-  ddp__xh_set_comm(&cs->g_cross, cs->cross);
+  ddp__xh_set_comm(&cs->shape.g_world, cs->world);
+  ddp__xh_set_comm(&cs->shape.g_node, cs->node);
+  ddp__xh_set_comm(&cs->shape.g_cross, cs->cross);
 }
 
 void ddp__ctx_world(ddp__ctx_t *x, ddp__comm_t *c, const char *coll, size_t bytes, int tag) {
   x->c = c;
   x->cs = c->coll;
+  x->shape = &c->coll->shape;
   x->xp = &ddp__xport_host;
   x->xstate = NULL;
-  x->grp = &c->coll->g_world;
+  x->grp = &c->coll->shape.g_world;
   x->rank = c->rank;
   x->size = c->size;
   x->world_of = NULL;

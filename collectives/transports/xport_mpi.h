@@ -4,9 +4,11 @@
 #ifndef DDP_XPORT_MPI_H
 #define DDP_XPORT_MPI_H
 
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 
-#include "coll_internal.h"
+#include "coll_state.h"
 
 _Static_assert(sizeof(MPI_Comm) <= sizeof(((ddp__xhandle_t *)0)->u), "MPI_Comm fits a handle");
 _Static_assert(sizeof(MPI_Win) <= sizeof(((ddp__xhandle_t *)0)->u), "MPI_Win fits a handle");
@@ -44,6 +46,29 @@ static inline MPI_Request *ddp__xreq_mpi(ddp__xreq_t *r) {
 
 /* The group's communicator. */
 static inline MPI_Comm ddp__ctx_comm(const ddp__ctx_t *x) { return ddp__xh_comm(x->grp); }
+
+/* The watch over blocking MPI_Allreduce calls (coll_mpi_watch.c): the call in flight, which
+ * coll_mpi_coll.c publishes around its MPI_Allreduce and the watch thread reads. */
+struct ddp__mpi_watch {
+  ddp__comm_t *c;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;     /* the watch sleeps here between looks */
+  pthread_t thread;
+  int stop;              /* under mu */
+  _Atomic uint64_t cur;  /* token of the call in flight; 0 = none */
+  uint64_t next;         /* last token handed out (executing thread only: calls hold cs->exec) */
+  /* The in-flight call's ddp__wait_desc_t, field by field (atomics: read by the watch
+   * while the next call may be writing them; a torn read is discarded by the token check). */
+  _Atomic uint64_t d_seq;
+  _Atomic(const char *) d_coll;
+  _Atomic(const char *) d_algo;
+  _Atomic size_t d_bytes;
+  _Atomic int d_tag;
+};
+
+/* Starts the watch on first use, on the executing thread (cs->mpi_watch); NULL if it cannot
+ * run (the caller then takes the non-blocking path). */
+DDP_HIDDEN ddp__mpi_watch_t *ddp__mpi_watch_get(ddp__coll_t *cs);
 
 /* The transport's own collectives over MPI (coll_mpi_coll.c). */
 DDP_HIDDEN ddp_status_t ddp__mpi_allreduce(ddp__ctx_t *x, const ddp__ar_t *a);

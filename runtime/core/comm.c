@@ -2,6 +2,7 @@
  * virtual nodes (DDP_RANKS_PER_NODE), logging, timeline, and the init/fini hooks the layers
  * above hand in (ddp__comm_layer_t; the public constructors that pass them are in
  * collectives/coll_comm.c). */
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -390,4 +391,18 @@ ddp_status_t ddp_timeline_flush(ddp_comm_t *comm) {
   ddp__comm_t *c = NULL;
   DDP_TRY(ddp__comm_get(comm, "comm", &c));
   return ddp__timeline_write(c->timeline, c->world, 1);
+}
+
+/* The public logging call: here, beside ddp__comm_get, so that log.c (which comm.c opens)
+ * calls nothing of comm.c back. */
+ddp_status_t ddp_log(const ddp_comm_t *comm, ddp_log_level_t level, const char *fmt, ...) {
+  ddp__comm_t *c = NULL;
+  DDP_TRY(ddp__comm_get(comm, "comm", &c));
+  DDP_CHECK_ARG(level >= DDP_LOG_NONE && level <= DDP_LOG_TRACE, "level %d is not a ddp_log_level_t", (int)level);
+  DDP_CHECK_ARG(fmt != NULL, "fmt is NULL");
+  va_list ap;
+  va_start(ap, fmt);
+  ddp__logv(&c->log, level, fmt, ap);
+  va_end(ap);
+  return DDP_OK;
 }

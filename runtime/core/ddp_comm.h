@@ -20,14 +20,19 @@ typedef struct ddp_comm ddp_comm_t;
 /* Initialises MPI if needed (MPI_Init_thread asking for MPI_THREAD_MULTIPLE) and creates a
  * communicator over a duplicate of `base` (MPI_COMM_NULL means MPI_COMM_WORLD). When MPI was
  * already initialised by the caller, it is adopted and never finalised by the library.
- * argc/argv may be NULL. Collective over `base`. */
+ * argc/argv may be NULL. Collective over `base`.
+ * Declared here with the communicator it makes, but defined in collectives/coll_comm.c (as is
+ * ddp_comm_create): a communicator carries the state of every layer up to the collectives,
+ * and only the highest of them can hand the core the hooks of the layers above it
+ * (ddp__comm_layer_t) without an upward call. */
 DDP_API ddp_status_t ddp_init(int *argc, char ***argv, MPI_Comm base, ddp_comm_t **out);
 /* Destroys the communicator, finalises MPI if ddp_init initialised it, and sets *comm = NULL
  * (comm == NULL or *comm == NULL: nothing to do, DDP_OK). DDP_EBUSY while a reducer, loader
  * or request still uses it (nothing is destroyed, *comm is kept). Collective. */
 DDP_API ddp_status_t ddp_finalize(ddp_comm_t **comm);
 
-/* Creates a communicator over a duplicate of `base`; MPI must be initialised. Collective. */
+/* Creates a communicator over a duplicate of `base`; MPI must be initialised. Collective.
+ * Defined in collectives/coll_comm.c, like ddp_init (see there). */
 DDP_API ddp_status_t ddp_comm_create(MPI_Comm base, ddp_comm_t **out);
 /* Destroys it and sets *comm = NULL (NULL or *comm == NULL: DDP_OK). DDP_EBUSY while another
  * handle uses it (nothing is destroyed then, *comm is kept). Collective. */

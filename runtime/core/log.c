@@ -80,15 +80,3 @@ void ddp__log(ddp__logger_t *lg, ddp_log_level_t level, const char *fmt, ...) {
   ddp__logv(lg, level, fmt, ap);
   va_end(ap);
 }
-
-ddp_status_t ddp_log(const ddp_comm_t *comm, ddp_log_level_t level, const char *fmt, ...) {
-  ddp__comm_t *c = NULL;
-  DDP_TRY(ddp__comm_get(comm, "comm", &c));
-  DDP_CHECK_ARG(level >= DDP_LOG_NONE && level <= DDP_LOG_TRACE, "level %d is not a ddp_log_level_t", (int)level);
-  DDP_CHECK_ARG(fmt != NULL, "fmt is NULL");
-  va_list ap;
-  va_start(ap, fmt);
-  ddp__logv(&c->log, level, fmt, ap);
-  va_end(ap);
-  return DDP_OK;
-}

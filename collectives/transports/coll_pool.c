@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coll_internal.h"
+#include "coll_state.h"
 
 static void win_destroy(ddp__pool_win_t *w) {
   if (w->win != MPI_WIN_NULL) MPI_Win_free(&w->win);
@@ -31,7 +31,7 @@ ddp_status_t ddp_alloc(ddp_comm_t *comm, size_t bytes, void **ptr) {
   DDP_CHECK_ARG(bytes > 0, "bytes is 0");
   DDP_CHECK_ARG(bytes <= ((size_t)1 << 46), "bytes %zu is too large for a shared window", bytes);
   ddp__coll_t *cs = c->coll;
-  if (cs->shm_disabled)
+  if (cs->shape.shm_disabled)
     return ddp__error(DDP_ENOTSUP, "ddp_alloc: node-shared memory windows do not work here "
                                    "(MPI_Win_allocate_shared failed at start-up)");
   /* Same size on every rank keeps offsets meaningful across ranks. */

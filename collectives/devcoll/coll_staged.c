@@ -89,20 +89,20 @@ static ddp_status_t chunk_allreduce(void *arg, void *buf, size_t off, size_t cou
   stage_arg_t *sa = arg;
   const ddp__call_t *call = sa->call;
   ddp__ctx_t x;
-  ddp__ctx_world(&x, sa->c, sa->coll, count * ddp_dtype_size(call->dtype),
-                 call->opts ? call->opts->tag : -1);
-  ddp__ar_t a = {buf, buf, count, call->dtype, call->op == DDP_AVG ? DDP_SUM : call->op};
+  ddp__ctx_world(&x, sa->c, sa->coll, count * ddp_dtype_size(call->a.dtype),
+                 call->opts.tag);
+  ddp__ar_t a = {buf, buf, count, call->a.dtype, call->a.op};
   const ddp__algo_t *alg = NULL;
-  DDP_TRY(ddp__select(sa->c, call->opts ? call->opts->algo : DDP_ALGO_AUTO, &x, &a, &alg));
-  return ddp__allreduce_exec(&x, alg, buf, buf, count, call->dtype, call->op);
+  DDP_TRY(ddp__select(sa->c, call->opts.algo, &x, &a, &alg));
+  return ddp__allreduce_run(&x, alg, &a, call->avg);
 }
 
 static ddp_status_t chunk_bcast(void *arg, void *buf, size_t off, size_t count) {
   (void)off;
   stage_arg_t *sa = arg;
-  size_t bytes = count * ddp_dtype_size(sa->call->dtype);
+  size_t bytes = count * ddp_dtype_size(sa->call->a.dtype);
   ddp__ctx_t x;
-  ddp__ctx_world(&x, sa->c, "broadcast", bytes, sa->call->opts ? sa->call->opts->tag : -1);
+  ddp__ctx_world(&x, sa->c, "broadcast", bytes, sa->call->opts.tag);
   x.desc.algo = "staged-tree";
   return ddp__bcast_tree(&x, buf, bytes, sa->call->root);
 }
@@ -110,36 +110,36 @@ static ddp_status_t chunk_bcast(void *arg, void *buf, size_t off, size_t count) 
 static ddp_status_t staged_allgather(ddp__devcoll_t *dc, const ddp__call_t *call) {
   ddp__comm_t *c = dc->c;
   ddp__device_t *d = dc->d;
-  size_t blk = call->count * ddp_dtype_size(call->dtype), size = (size_t)c->size;
+  size_t blk = call->a.count * ddp_dtype_size(call->a.dtype), size = (size_t)c->size;
   DDP_TRY(ddp__devcoll_pinned(dc, &dc->hbuf, &dc->hbuf_bytes, blk * size));
   char *h = dc->hbuf;
-  DDP_TRY(d->impl->memcpy_async(d, h + (size_t)c->rank * blk, call->send, blk, dc->s_d2h));
+  DDP_TRY(d->impl->memcpy_async(d, h + (size_t)c->rank * blk, call->a.send, blk, dc->s_d2h));
   DDP_TRY(d->impl->stream_sync(d, dc->s_d2h));
   ddp__ctx_t x;
-  ddp__ctx_world(&x, c, "allgather", blk, call->opts ? call->opts->tag : -1);
+  ddp__ctx_world(&x, c, "allgather", blk, call->opts.tag);
   x.desc.algo = "staged-ring";
   DDP_TRY(ddp__allgather_ring(&x, h, blk));
-  DDP_TRY(d->impl->memcpy_async(d, call->recv, h, blk * size, dc->s_h2d));
+  DDP_TRY(d->impl->memcpy_async(d, call->a.recv, h, blk * size, dc->s_h2d));
   return d->impl->stream_sync(d, dc->s_h2d);
 }
 
 ddp_status_t ddp__staged_run(ddp__devcoll_t *dc, const ddp__call_t *call) {
   ddp__comm_t *c = dc->c;
-  size_t es = ddp_dtype_size(call->dtype), n = call->count;
+  size_t es = ddp_dtype_size(call->a.dtype), n = call->a.count;
   stage_arg_t sa = {c, call, "allreduce"};
   switch (call->kind) {
     case DDP__COLL_ALLREDUCE:
-      return ddp__staged_pipeline(dc, call->send, call->recv, n, es, 0, n, chunk_allreduce, &sa);
+      return ddp__staged_pipeline(dc, call->a.send, call->a.recv, n, es, 0, n, chunk_allreduce, &sa);
     case DDP__COLL_BROADCAST:
       if (c->rank == call->root)
-        return ddp__staged_pipeline(dc, call->recv, NULL, n, es, 0, 0, chunk_bcast, &sa);
-      return ddp__staged_pipeline(dc, NULL, call->recv, n, es, 0, n, chunk_bcast, &sa);
+        return ddp__staged_pipeline(dc, call->a.recv, NULL, n, es, 0, 0, chunk_bcast, &sa);
+      return ddp__staged_pipeline(dc, NULL, call->a.recv, n, es, 0, n, chunk_bcast, &sa);
     case DDP__COLL_ALLGATHER: return staged_allgather(dc, call);
     case DDP__COLL_REDUCE_SCATTER: {
       /* Allreduce of the whole input, chunk by chunk; only this rank's block is copied back. */
       size_t lo = (size_t)c->rank * n;
       sa.coll = "reduce_scatter";
-      return ddp__staged_pipeline(dc, call->send, call->recv, n * (size_t)c->size, es, lo, lo + n,
+      return ddp__staged_pipeline(dc, call->a.send, call->a.recv, n * (size_t)c->size, es, lo, lo + n,
                                   chunk_allreduce, &sa);
     }
     case DDP__COLL_BARRIER: break;

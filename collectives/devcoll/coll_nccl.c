@@ -194,31 +194,31 @@ static ddp_status_t nccl_enqueue(ddp__devcoll_t *dc, ncclComm_t nc, const ddp__c
                                  ddp_stream_t *s) {
   ddp__comm_t *c = dc->c;
   ncclDataType_t t = ncclFloat32;
-  DDP_TRY(nccl_type(call->dtype, &t));
+  DDP_TRY(nccl_type(call->a.dtype, &t));
   cudaStream_t cs = (cudaStream_t)s;
-  size_t n = call->count, es = ddp_dtype_size(call->dtype);
+  size_t n = call->a.count, es = ddp_dtype_size(call->a.dtype);
   switch (call->kind) {
     case DDP__COLL_ALLREDUCE:
-      return nccl_settle(dc, nc, ncclAllReduce(call->send, call->recv, n, t, nccl_op(call->op), nc, cs),
+      return nccl_settle(dc, nc, ncclAllReduce(call->a.send, call->a.recv, n, t, nccl_op(ddp__call_op(call)), nc, cs),
                          "ncclAllReduce");
     case DDP__COLL_BROADCAST:
-      return nccl_settle(dc, nc, ncclBroadcast(call->recv, call->recv, n, t, call->root, nc, cs),
+      return nccl_settle(dc, nc, ncclBroadcast(call->a.recv, call->a.recv, n, t, call->root, nc, cs),
                          "ncclBroadcast");
     case DDP__COLL_ALLGATHER:
       /* In place, send is recv + rank*n: NCCL's own in-place rule for allgather. */
-      return nccl_settle(dc, nc, ncclAllGather(call->send, call->recv, n, t, nc, cs), "ncclAllGather");
+      return nccl_settle(dc, nc, ncclAllGather(call->a.send, call->a.recv, n, t, nc, cs), "ncclAllGather");
     case DDP__COLL_REDUCE_SCATTER:
-      if (call->send == call->recv) {
+      if (call->a.send == call->a.recv) {
         /* Our in-place form has the input in recv and the result in its first n elements;
          * NCCL's in-place rule is recvbuff == sendbuff + rank*n (any other overlap is a race).
          * Reduce into this rank's own block, then move it to the front. */
-        char *mine = (char *)call->recv + (size_t)c->rank * n * es;
-        DDP_TRY(nccl_settle(dc, nc, ncclReduceScatter(call->recv, mine, n, t, nccl_op(call->op), nc, cs),
+        char *mine = (char *)call->a.recv + (size_t)c->rank * n * es;
+        DDP_TRY(nccl_settle(dc, nc, ncclReduceScatter(call->a.recv, mine, n, t, nccl_op(ddp__call_op(call)), nc, cs),
                             "ncclReduceScatter (in place)"));
         if (c->rank == 0) return DDP_OK;
-        return dc->d->impl->memcpy_async(dc->d, call->recv, mine, n * es, s);
+        return dc->d->impl->memcpy_async(dc->d, call->a.recv, mine, n * es, s);
       }
-      return nccl_settle(dc, nc, ncclReduceScatter(call->send, call->recv, n, t, nccl_op(call->op), nc, cs),
+      return nccl_settle(dc, nc, ncclReduceScatter(call->a.send, call->a.recv, n, t, nccl_op(ddp__call_op(call)), nc, cs),
                          "ncclReduceScatter");
     case DDP__COLL_BARRIER: break;
   }

@@ -3,10 +3,8 @@
  * work already queued on the caller's stream with an event (never a device-wide sync), runs it,
  * and makes the caller's stream wait for the result. Owns the device collectives' state
  * (cs->devcoll) and the transport choice (ddp_device_set_transport, DDP_TRANSPORT). */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "coll_device_internal.h"
 
@@ -61,73 +59,12 @@ void ddp__devcoll_free(ddp__coll_t *cs) {
   cs->devcoll = NULL;
 }
 
-ddp_status_t ddp__devcoll_spin(ddp__devcoll_t *dc, const char *what, const char *algo,
-                               ddp_status_t (*test)(void *arg, int *done), void *arg) {
-  int done = 0;
-  DDP_TRY(test(arg, &done));
-  if (done) return DDP_OK;
-  ddp__wait_desc_t desc = {dc->c->coll ? dc->c->coll->seq : 0, what, algo, 0, -1, NULL};
-  double t0 = ddp__now();
-  for (unsigned spins = 1;; spins++) {
-    DDP_TRY(test(arg, &done));
-    if (done) return DDP_OK;
-    if ((spins & 63) == 0) DDP_TRY(ddp__deadline_check(dc->c, t0, &desc));
-    if (spins < 256) {
-      sched_yield();
-    } else {
-      struct timespec ts = {0, 20000}; /* 20 us: a copy or kernel, not a busy core */
-      nanosleep(&ts, NULL);
-    }
-  }
-}
-
-typedef struct {
-  ddp__device_t *d;
-  ddp_event_t *ev;
-} event_arg_t;
-
-static ddp_status_t event_done(void *arg, int *done) {
-  event_arg_t *a = arg;
-  return a->d->impl->event_query(a->d, a->ev, done);
-}
-
-ddp_status_t ddp__devcoll_wait(ddp__devcoll_t *dc, ddp_event_t *ev, const char *what) {
-  event_arg_t a = {dc->d, ev};
-  return ddp__devcoll_spin(dc, what, "device-event", event_done, &a);
-}
-
-ddp_status_t ddp__devcoll_pinned(ddp__devcoll_t *dc, void **buf, size_t *have, size_t want) {
-  if (*buf && *have >= want) return DDP_OK;
-  ddp__device_t *d = dc->d;
-  if (*buf) {
-    DDP_TRY(d->impl->host_free(d, *buf));
-    *buf = NULL;
-    *have = 0;
-  }
-  DDP_TRY(d->impl->host_alloc(d, want ? want : 64, buf));
-  *have = want;
-  return DDP_OK;
-}
-
-ddp_status_t ddp__devcoll_devbuf(ddp__devcoll_t *dc, void **buf, size_t *have, size_t want) {
-  if (*buf && *have >= want) return DDP_OK;
-  ddp__device_t *d = dc->d;
-  if (*buf) {
-    DDP_TRY(d->impl->dev_free(d, *buf));
-    *buf = NULL;
-    *have = 0;
-  }
-  DDP_TRY(d->impl->dev_alloc(d, want ? want : 64, buf));
-  *have = want;
-  return DDP_OK;
-}
-
 /* ---- CUDA-aware MPI transport ------------------------------------------------------------- */
 static ddp_status_t mpi_run(ddp__devcoll_t *dc, const ddp__call_t *call) {
   ddp__comm_t *c = dc->c;
-  size_t es = ddp_dtype_size(call->dtype), n = call->count;
+  size_t es = ddp_dtype_size(call->a.dtype), n = call->a.count;
   ddp__ctx_t x;
-  ddp__ctx_world(&x, c, kind_names[call->kind], n * es, call->opts ? call->opts->tag : -1);
+  ddp__ctx_world(&x, c, kind_names[call->kind], n * es, call->opts.tag);
   x.xp = &ddp__xport_cuda;
   x.xstate = dc;
   x.mem = DDP_MEM_CUDA;
@@ -231,28 +168,28 @@ ddp_status_t ddp__coll_device_run(ddp__comm_t *c, struct ddp__coll *cs,
   if (!d) return no_device(c, call->kind);
   ddp_transport_t t = DDP_TRANSPORT_AUTO;
   DDP_TRY(ddp__coll_pick_transport(c, DDP_TRANSPORT_AUTO, &t));
-  ddp_stream_t *stream = call->opts ? call->opts->stream : NULL;
+  ddp_stream_t *stream = call->opts.stream;
   DDP_TRY(d->impl->check_stream(d, stream, "opts->stream"));
-  size_t es = call->kind == DDP__COLL_BARRIER ? 1 : ddp_dtype_size(call->dtype);
-  size_t n = call->count, size = (size_t)c->size;
+  size_t es = call->kind == DDP__COLL_BARRIER ? 1 : ddp_dtype_size(call->a.dtype);
+  size_t n = call->a.count, size = (size_t)c->size;
   switch (call->kind) {
     case DDP__COLL_ALLREDUCE:
-      DDP_TRY(check_buf(d, call->send, n * es, "send", call->kind));
-      DDP_TRY(check_buf(d, call->recv, n * es, "recv", call->kind));
+      DDP_TRY(check_buf(d, call->a.send, n * es, "send", call->kind));
+      DDP_TRY(check_buf(d, call->a.recv, n * es, "recv", call->kind));
       break;
     case DDP__COLL_BROADCAST:
-      DDP_TRY(check_buf(d, call->recv, n * es, "buf", call->kind));
+      DDP_TRY(check_buf(d, call->a.recv, n * es, "buf", call->kind));
       if (call->root < 0 || call->root >= c->size)
         return ddp__error(DDP_EINVAL, "broadcast: root %d is not a rank (0..%d)", call->root,
                           c->size - 1);
       break;
     case DDP__COLL_ALLGATHER:
-      DDP_TRY(check_buf(d, call->send, n * es, "send", call->kind));
-      DDP_TRY(check_buf(d, call->recv, n * es * size, "recv", call->kind));
+      DDP_TRY(check_buf(d, call->a.send, n * es, "send", call->kind));
+      DDP_TRY(check_buf(d, call->a.recv, n * es * size, "recv", call->kind));
       break;
     case DDP__COLL_REDUCE_SCATTER:
-      DDP_TRY(check_buf(d, call->send, n * es * size, "send", call->kind));
-      DDP_TRY(check_buf(d, call->recv, n * es, "recv", call->kind));
+      DDP_TRY(check_buf(d, call->a.send, n * es * size, "send", call->kind));
+      DDP_TRY(check_buf(d, call->a.recv, n * es, "recv", call->kind));
       break;
     case DDP__COLL_BARRIER: break;
   }
