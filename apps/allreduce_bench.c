@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "ddp.h"
+#include "membw.h"
 
 enum { C_ALLREDUCE, C_BROADCAST, C_ALLGATHER, C_REDUCESCATTER };
 static const char *const coll_names[] = {"allreduce", "broadcast", "allgather", "reducescatter"};
@@ -63,6 +64,7 @@ typedef struct {
   int inplace;
   double time_us, algbw, busbw;
   long wrong;
+  double bwpct; /* share of the memory bound (membw.h), -1 without one */
 } rec_t;
 
 static int rank_, size_;
@@ -584,6 +586,9 @@ int main(int argc, char **argv) {
     sizes[nsizes - 1 - i] = t;
   }
   rec_t *recs = calloc((size_t)(nsizes * nalg * 2), sizeof *recs);
+  membw_t mbw; /* the physical limit (above 1 MB; smaller runs stay in the caches) */
+  int have_bw = a.coll == C_ALLREDUCE && a.mem != M_CUDA && a.maxb > ((size_t)1 << 20) &&
+                membw_measure(comm_, 0, 5, &mbw) == DDP_OK;
   int nrec = 0, anywrong = 0, anyfail = 0;
   char ver[256] = "";
   ddp_mpi_library_version(ver, sizeof ver);
@@ -593,6 +598,10 @@ int main(int argc, char **argv) {
            a.mem == M_HOST ? "host (malloc)" : a.mem == M_SHARED ? "shared (ddp_alloc)" : "cuda",
            a.iters, a.warmup);
     printf("# %s\n", ver);
+    if (have_bw)
+      printf("# memcpy of %zu MB: %.2f GB/s one rank alone, %.2f GB/s per rank with %d at once; bw%%: "
+             "time the algorithm's memory traffic needs at that rate / time measured (out / in place)\n",
+             mbw.bytes >> 20, mbw.single_gbs, mbw.all_gbs, mbw.ranks);
   }
   /* Sizes outer, algorithms inner: every algorithm of one size runs under the same machine
    * conditions. Tables are printed per algorithm afterwards. */
@@ -611,6 +620,11 @@ int main(int argc, char **argv) {
         if (!(a.place & (1 << ip)) && !(a.coll == C_BROADCAST)) continue;
         if (measure(&a, list[k], &b, bytes, ip, &r[ip]) != 0) bad = 1;
         done[ip] = 1;
+        const char *model = list[k];
+        ddp_coll_opts_t co;
+        ddp_coll_opts_default(&co);
+        if (!strcmp(model, "auto")) ddp_allreduce_choice(comm_, b.recv, cnt, a.dtype, &co, &model);
+        r[ip].bwpct = have_bw ? membw_percent(&mbw, model, bytes, ip, a.mem == M_SHARED, r[ip].time_us) : -1;
       }
       if (bad) {
         anyfail = 1;
@@ -633,12 +647,12 @@ int main(int argc, char **argv) {
       printf("#\n# algorithm: auto (at %zu bytes: %s)\n", a.maxb, nm);
     else
       printf("#\n# algorithm: %s%s\n", list[k], !strcmp(list[k], "raw") ? " (MPI's own call)" : "");
-    printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "", "", "", "", "",
-           "out-of-place", "", "", "", "in-place", "", "", "");
-    printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "size", "count", "type",
-           "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-    printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "(B)", "(elements)", "",
-           "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s %9s\n", "", "", "", "", "",
+           "out-of-place", "", "", "", "in-place", "", "", "", "");
+    printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s %9s\n", "size", "count", "type",
+           "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "bw%");
+    printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s %9s\n", "(B)", "(elements)", "",
+           "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "(out/in)");
     double sum = 0;
     int nb = 0;
     for (int si = 0; si < nsizes; si++) {
@@ -667,7 +681,10 @@ int main(int argc, char **argv) {
             printf("   %9.2f %8.2f %8.2f %6ld", r[ip]->time_us, r[ip]->algbw, r[ip]->busbw, r[ip]->wrong);
         }
       }
-      printf("\n");
+      char bw[2][8] = {"-", "-"};
+      for (int ip = 0; ip < 2; ip++)
+        if (r[ip] && r[ip]->bwpct >= 0) snprintf(bw[ip], sizeof bw[ip], "%.0f", r[ip]->bwpct);
+      printf(" %4s/%-4s\n", bw[0], bw[1]);
     }
     printf("# Avg bus bandwidth    : %g GB/s (%s)\n", nb ? sum / nb : 0.0, list[k]);
   }
@@ -716,11 +733,12 @@ int main(int argc, char **argv) {
       for (int i = 0; i < nrec; i++)
         fprintf(f, "  {\"coll\": \"%s\", \"algo\": \"%s\", \"dtype\": \"%s\", \"op\": \"%s\", "
                    "\"bytes\": %zu, \"count\": %zu, \"inplace\": %s, \"time_us\": %.3f, "
-                   "\"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": %ld, \"np\": %d, \"mem\": \"%s\"}%s\n",
+                   "\"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": %ld, \"np\": %d, \"mem\": \"%s\", "
+                   "\"bw_pct\": %.1f}%s\n",
                 coll_names[a.coll], recs[i].algo, ddp_dtype_name(a.dtype), ddp_op_name(a.op),
                 recs[i].bytes, recs[i].count, recs[i].inplace ? "true" : "false", recs[i].time_us,
                 recs[i].algbw, recs[i].busbw, recs[i].wrong, size_,
-                a.mem == M_HOST ? "host" : a.mem == M_SHARED ? "shared" : "cuda",
+                a.mem == M_HOST ? "host" : a.mem == M_SHARED ? "shared" : "cuda", recs[i].bwpct,
                 i + 1 < nrec ? "," : "");
       fprintf(f, "]\n");
       fclose(f);
