@@ -588,7 +588,7 @@ int main(int argc, char **argv) {
   rec_t *recs = calloc((size_t)(nsizes * nalg * 2), sizeof *recs);
   membw_t mbw; /* the physical limit (above 1 MB; smaller runs stay in the caches) */
   int have_bw = a.coll == C_ALLREDUCE && a.mem != M_CUDA && a.maxb > ((size_t)1 << 20) &&
-                membw_measure(comm_, 0, 5, &mbw) == DDP_OK;
+                membw_measure(comm_, 0, 10, &mbw) == DDP_OK;
   int nrec = 0, anywrong = 0, anyfail = 0;
   char ver[256] = "";
   ddp_mpi_library_version(ver, sizeof ver);

@@ -23,8 +23,8 @@ typedef struct membw {
 } membw_t;
 
 /* Collective over comm: rank 0 times memcpy of `bytes` alone (the others wait in a barrier,
- * which sleeps), then every rank at once after a barrier; best of `reps` each, the slowest
- * rank's time for the concurrent one. bytes 0: 128 MB (four times a 32 MB L3). Every rank gets
+ * which sleeps), then every rank at once after a barrier; best of `reps` rounds each (a whole
+ * memcpy and one in 256 KB pieces per round), the slowest rank's time for the concurrent one. bytes 0: 128 MB (four times a 32 MB L3). Every rank gets
  * the same figures. DDP_ENOMEM (on every rank) when a buffer cannot be had. */
 ddp_status_t membw_measure(ddp_comm_t *comm, size_t bytes, int reps, membw_t *out);
 
