@@ -118,7 +118,8 @@ static void begin_iteration(ddp_reducer_t *r) {
   if (r->static_unused_known) {
     for (size_t i = 0; i < r->np; i++) {
       if (!r->p[i].static_unused) continue;
-      remember(r, ddp__rbuf_zero(r->comm, r->p[i].mem, ddp__reducer_slot(r, i), ddp__rparam_bytes(&r->p[i]), r->stream),
+      remember(r, ddp__rbuf_zero(r->comm, r->p[i].mem, ddp__reducer_slot(r, i),
+                                 ddp__rparam_bytes(&r->p[i]), r->stream),
                "zeroing an unused parameter's gradient");
       r->p[i].marked = 2; /* marked by the reducer, not the application */
       r->b[r->lay.pbucket[i]].pending--;
@@ -139,10 +140,13 @@ ddp_status_t ddp_reducer_grad_ready(ddp_reducer_t *r, size_t i) {
   if (p->marked == 2)
     return ddp__error(DDP_ESTATE,
                       "parameter %zu ('%s') got a gradient, but it was unused in the first "
-                      "iteration and static_graph promised the same graph every iteration", i, ddp__reducer_pname(r, i));
+                      "iteration and static_graph promised the same graph every iteration", i,
+                      ddp__reducer_pname(r, i));
   if (p->marked)
-    return ddp__error(DDP_ESTATE, "parameter %zu ('%s') was marked ready twice in this iteration", i, ddp__reducer_pname(r, i));
-  if (!r->views) DDP_TRY(ddp__rbuf_copy(r->comm, p->mem, ddp__reducer_slot(r, i), p->grad, ddp__rparam_bytes(p), r->stream));
+    return ddp__error(DDP_ESTATE, "parameter %zu ('%s') was marked ready twice in this iteration", i,
+                      ddp__reducer_pname(r, i));
+  if (!r->views)
+    DDP_TRY(ddp__rbuf_copy(r->comm, p->mem, ddp__reducer_slot(r, i), p->grad, ddp__rparam_bytes(p), r->stream));
   p->marked = 1;
   if (r->recording) r->order[r->norder++] = i;
   if (r->c->timeline) {
@@ -209,7 +213,8 @@ ddp_status_t ddp_reducer_finish(ddp_reducer_t *r) {
   }
   if (!r->views)
     for (size_t i = 0; i < r->np; i++)
-      remember(r, ddp__rbuf_copy(r->comm, r->p[i].mem, r->p[i].grad, ddp__reducer_slot(r, i), ddp__rparam_bytes(&r->p[i]), r->stream),
+      remember(r, ddp__rbuf_copy(r->comm, r->p[i].mem, r->p[i].grad, ddp__reducer_slot(r, i),
+                                 ddp__rparam_bytes(&r->p[i]), r->stream),
                "copy to the application's gradient");
   if (r->has_device) remember(r, ddp__rbuf_sync(r->comm, DDP_MEM_CUDA, r->stream), "stream synchronize");
   ddp__timeline_event(r->c->timeline, 'E', "reducer finish", "reducer", NULL);
