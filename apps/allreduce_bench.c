@@ -40,6 +40,7 @@
 
 #include "app_opts.h"
 #include "ddp.h"
+#include "membw.h"
 
 enum { C_ALLREDUCE, C_BROADCAST, C_ALLGATHER, C_REDUCESCATTER };
 static const char *const coll_names[] = {"allreduce", "broadcast", "allgather", "reducescatter"};
@@ -65,6 +66,7 @@ typedef struct {
   int inplace;
   double time_us, algbw, busbw;
   long wrong;
+  double bwpct; /* share of the memory bound (membw.h), -1 without one */
 } rec_t;
 
 static int rank_, size_;
@@ -458,6 +460,8 @@ typedef struct sweep {
   int nrec;
   int *failed; /* [size][algorithm]: a call failed at that size */
   int anywrong, anyfail;
+  membw_t mbw; /* the physical limit (above 1 MB; smaller runs stay in the caches) */
+  int have_bw;
 } sweep_t;
 
 /* The nccl-tests "size" column for size index si (0: nothing to run at that size). */
@@ -586,7 +590,7 @@ static void make_sizes(const args_t *a, sweep_t *s) {
   }
 }
 
-static void print_header(const args_t *a) {
+static void print_header(const args_t *a, const sweep_t *s) {
   char ver[256] = "";
   ddp_mpi_library_version(ver, sizeof ver);
   if (rank_ != 0) return;
@@ -595,6 +599,10 @@ static void print_header(const args_t *a) {
          a->mem == M_HOST ? "host (malloc)" : a->mem == M_SHARED ? "shared (ddp_alloc)" : "cuda",
          a->iters, a->warmup);
   printf("# %s\n", ver);
+  if (s->have_bw)
+    printf("# memcpy of %zu MB: %.2f GB/s one rank alone, %.2f GB/s per rank with %d at once; bw%%: "
+           "time the algorithm's memory traffic needs at that rate / time measured (out / in place)\n",
+           s->mbw.bytes >> 20, s->mbw.single_gbs, s->mbw.all_gbs, s->mbw.ranks);
 }
 
 /* Sizes outer, algorithms inner: every algorithm of one size runs under the same machine
@@ -613,6 +621,13 @@ static void run_sweep(sweep_t *s) {
         if (!(a->place & (1 << ip)) && !(a->coll == C_BROADCAST)) continue;
         if (measure(a, s->list[k], &s->b, bytes, ip, &r[ip]) != 0) bad = 1;
         done[ip] = 1;
+        const char *model = s->list[k];
+        ddp_coll_opts_t co;
+        ddp_coll_opts_default(&co);
+        if (!strcmp(model, "auto"))
+          ddp_allreduce_choice(comm_, s->b.recv, count_for(a, bytes), a->dtype, &co, &model);
+        r[ip].bwpct = s->have_bw ? membw_percent(&s->mbw, model, bytes, ip, a->mem == M_SHARED, r[ip].time_us)
+                                 : -1;
       }
       if (bad) {
         s->anyfail = 1;
@@ -648,12 +663,12 @@ static void print_table(const sweep_t *s, int k) {
     printf("#\n# algorithm: auto (at %zu bytes: %s)\n", a->maxb, nm);
   else
     printf("#\n# algorithm: %s%s\n", s->list[k], !strcmp(s->list[k], "raw") ? " (MPI's own call)" : "");
-  printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "", "", "", "", "",
-         "out-of-place", "", "", "", "in-place", "", "", "");
-  printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "size", "count", "type",
-         "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-  printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s\n", "(B)", "(elements)", "",
-         "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s %9s\n", "", "", "", "", "",
+         "out-of-place", "", "", "", "in-place", "", "", "", "");
+  printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s %9s\n", "size", "count", "type",
+         "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong", "bw%");
+  printf("#%12s %12s %6s %6s %6s   %9s %8s %8s %6s   %9s %8s %8s %6s %9s\n", "(B)", "(elements)", "",
+         "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "(out/in)");
   double sum = 0;
   int nb = 0;
   for (int si = 0; si < s->nsizes; si++) {
@@ -679,7 +694,10 @@ static void print_table(const sweep_t *s, int k) {
           printf("   %9.2f %8.2f %8.2f %6ld", r[ip]->time_us, r[ip]->algbw, r[ip]->busbw, r[ip]->wrong);
       }
     }
-    printf("\n");
+    char bw[2][8] = {"-", "-"};
+    for (int ip = 0; ip < 2; ip++)
+      if (r[ip] && r[ip]->bwpct >= 0) snprintf(bw[ip], sizeof bw[ip], "%.0f", r[ip]->bwpct);
+    printf(" %4s/%-4s\n", bw[0], bw[1]);
   }
   printf("# Avg bus bandwidth    : %g GB/s (%s)\n", nb ? sum / nb : 0.0, s->list[k]);
 }
@@ -732,10 +750,12 @@ static int write_json(const sweep_t *s) {
     const rec_t *r = &s->recs[i];
     fprintf(f, "  {\"coll\": \"%s\", \"algo\": \"%s\", \"dtype\": \"%s\", \"op\": \"%s\", "
                "\"bytes\": %zu, \"count\": %zu, \"inplace\": %s, \"time_us\": %.3f, "
-               "\"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": %ld, \"np\": %d, \"mem\": \"%s\"}%s\n",
+               "\"algbw\": %.4f, \"busbw\": %.4f, \"wrong\": %ld, \"np\": %d, \"mem\": \"%s\", "
+               "\"bw_pct\": %.1f}%s\n",
             coll_names[a->coll], r->algo, ddp_dtype_name(a->dtype), ddp_op_name(a->op), r->bytes,
             r->count, r->inplace ? "true" : "false", r->time_us, r->algbw, r->busbw, r->wrong, size_,
-            a->mem == M_HOST ? "host" : a->mem == M_SHARED ? "shared" : "cuda", i + 1 < s->nrec ? "," : "");
+            a->mem == M_HOST ? "host" : a->mem == M_SHARED ? "shared" : "cuda", r->bwpct,
+            i + 1 < s->nrec ? "," : "");
   }
   fprintf(f, "]\n");
   fclose(f);
@@ -776,7 +796,9 @@ int main(int argc, char **argv) {
   s.recs = calloc((size_t)(s.nsizes * s.nalg * 2), sizeof *s.recs);
   s.failed = calloc((size_t)(s.nsizes * s.nalg), sizeof *s.failed);
   if (!s.recs || !s.failed) MPI_Abort(MPI_COMM_WORLD, 1);
-  print_header(&a);
+  s.have_bw = a.coll == C_ALLREDUCE && a.mem != M_CUDA && a.maxb > ((size_t)1 << 20) &&
+              membw_measure(comm_, 0, 10, &s.mbw) == DDP_OK;
+  print_header(&a, &s);
   run_sweep(&s);
   for (int k = 0; k < s.nalg && rank_ == 0; k++) print_table(&s, k);
   if (rank_ == 0 && s.nalg > 1) print_comparison(&s);

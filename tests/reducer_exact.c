@@ -401,6 +401,26 @@ static void test_bad_args(void) {
   o.hook = (ddp_hook_t)7;
   CHECK_ST(ddp_reducer_create(g_comm, &p, 1, &o, &r), DDP_EINVAL);
   CHECK_MSG("hook 7");
+  /* Hook names: each round-trips; bad inputs name the value and leave the output alone. */
+  for (int k = 0; k < DDP_HOOK_COUNT; k++) {
+    ddp_hook_t back = DDP_HOOK_COUNT;
+    CHECK_OK(ddp_hook_parse(ddp_hook_name((ddp_hook_t)k), &back));
+    CHECK(back == (ddp_hook_t)k, "ddp_hook_parse(ddp_hook_name(%d)) gave %d", k, (int)back);
+  }
+  CHECK(!strcmp(ddp_hook_name(DDP_HOOK_BF16), "bf16") && !strcmp(ddp_hook_name((ddp_hook_t)7), "?") &&
+            !strcmp(ddp_hook_name((ddp_hook_t)-1), "?"),
+        "ddp_hook_name: bf16 %s, 7 %s", ddp_hook_name(DDP_HOOK_BF16), ddp_hook_name((ddp_hook_t)7));
+  ddp_hook_t keep = DDP_HOOK_BF16;
+  CHECK_ST(ddp_hook_parse("fp8", &keep), DDP_EINVAL);
+  CHECK_MSG("'fp8'");
+  CHECK_MSG("fp16");
+  CHECK_ST(ddp_hook_parse("FP16", &keep), DDP_EINVAL);
+  CHECK_ST(ddp_hook_parse("", &keep), DDP_EINVAL);
+  CHECK_ST(ddp_hook_parse(NULL, &keep), DDP_EINVAL);
+  CHECK_MSG("text");
+  CHECK(keep == DDP_HOOK_BF16, "ddp_hook_parse wrote its output on error");
+  CHECK_ST(ddp_hook_parse("none", NULL), DDP_EINVAL);
+  CHECK_MSG("out");
   ddp_reducer_opts_default(&o);
   o.algo = (ddp_algo_t)99;
   CHECK_ST(ddp_reducer_create(g_comm, &p, 1, &o, &r), DDP_EINVAL);

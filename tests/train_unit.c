@@ -15,6 +15,7 @@
 
 #include "checkpoint.h"
 #include "ddp_test.h"
+#include "membw.h"
 #include "train_model.h"
 #include "train_optim.h"
 #include "train_util.h"
@@ -479,6 +480,23 @@ static void checkpoint_format(const char *dir) {
   free(buf);
 }
 
+/* The memory-traffic model of apps/kit/membw.c (docs/collectives.md, "The memory bound"). */
+static void membw_model(void) {
+  const double n = 1 << 20;
+  CHECK(membw_allreduce_traffic("shm", 1 << 20, 2, 2, 1, 1) == 2 * n &&
+            membw_allreduce_traffic("shm", 1 << 20, 4, 4, 0, 0) == 2 * n, "shm moves 2n");
+  CHECK(membw_allreduce_traffic("ring", 1 << 20, 2, 2, 1, 0) == 2.5 * n &&
+            membw_allreduce_traffic("raw", 1 << 20, 2, 2, 0, 0) == 4.5 * n, "ring/raw 2.5n in place, +2n out");
+  CHECK(membw_allreduce_traffic("rhd", 1 << 20, 2, 2, 1, 0) == 3.5 * n, "rhd 3.5n at np 2");
+  CHECK(membw_allreduce_traffic("hier", 1 << 20, 2, 2, 0, 1) == 2.5 * n, "hier on one node, pooled");
+  CHECK(membw_allreduce_traffic("nccl", 1 << 20, 2, 2, 1, 0) < 0 && membw_allreduce_traffic(NULL, 1, 2, 2, 1, 0) < 0,
+        "unknown algorithm");
+  membw_t m = {.bytes = 1, .single_gbs = 10.0, .all_gbs = 5.0, .ranks = 2, .local = 2};
+  CHECK(fabs(membw_bound_us(&m, 1e9) - 1e5) < 1e-6, "1 GB of traffic at 5 GB/s copy: %g us", membw_bound_us(&m, 1e9));
+  CHECK(fabs(membw_percent(&m, "shm", 1000000, 1, 1, 800.0) - 25.0) < 1e-9, "2 MB at 10 GB/s: 200 of 800 us, %g%%",
+        membw_percent(&m, "shm", 1000000, 1, 1, 800.0));
+}
+
 int main(int argc, char **argv) {
   const char *dir = argc > 1 ? argv[1] : "/tmp";
   mkdir(dir, 0755);
@@ -486,6 +504,7 @@ int main(int argc, char **argv) {
   gradcheck("mlp");
   gradcheck("cnn");
   schedule();
+  membw_model();
   optimizer();
   optimizer_shards();
   if (argc > 2) adamw_fixture(argv[2]);

@@ -162,6 +162,9 @@ class Lib:
         self.clear_error = _proto(lib, "ddp_clear_error", None)
         self.version = _proto(lib, "ddp_version", C)
         self.mpi_library_version = _proto(lib, "ddp_mpi_library_version", st, C, S)
+        # reducer's hook names (ddp_hook_t)
+        self.hook_name = _proto(lib, "ddp_hook_name", C, I)
+        self.hook_parse = _proto(lib, "ddp_hook_parse", st, C, ctypes.POINTER(I))
         # communicator: opaque ddp_comm_t *, created into a ddp_comm_t ** and destroyed from one
         self.init = _proto(lib, "ddp_init", st, P, P, comm, PP)
         self.finalize = _proto(lib, "ddp_finalize", st, PP)

@@ -22,7 +22,13 @@ typedef struct ddp_param {
                        (count elements, reduced in place); ignored with views on */
 } ddp_param_t;
 
-typedef enum ddp_hook { DDP_HOOK_NONE = 0, DDP_HOOK_FP16, DDP_HOOK_BF16 } ddp_hook_t;
+typedef enum ddp_hook { DDP_HOOK_NONE = 0, DDP_HOOK_FP16, DDP_HOOK_BF16, DDP_HOOK_COUNT } ddp_hook_t;
+
+/* "none", "fp16", "bf16"; "?" for an invalid value. */
+DDP_API const char *ddp_hook_name(ddp_hook_t hook);
+/* Parse a hook name (as ddp_hook_name writes it): DDP_EINVAL naming the text otherwise (and for
+ * NULL arguments); *out is written only on success. */
+DDP_API ddp_status_t ddp_hook_parse(const char *text, ddp_hook_t *out);
 
 typedef struct ddp_reducer_opts {
   double bucket_cap_mb;   /* default 10 */

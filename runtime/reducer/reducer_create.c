@@ -43,7 +43,7 @@ static ddp_status_t check_local(ddp_comm_t *comm, const ddp_param_t *params, siz
   DDP_CHECK_ARG(o->predivided == 0 || o->predivided == 1, "opts.predivided %d must be 0 or 1", o->predivided);
   DDP_CHECK_ARG(o->broadcast_params == 0 || o->broadcast_params == 1,
                 "opts.broadcast_params %d must be 0 or 1", o->broadcast_params);
-  DDP_CHECK_ARG((unsigned)o->hook <= (unsigned)DDP_HOOK_BF16,
+  DDP_CHECK_ARG((unsigned)o->hook < (unsigned)DDP_HOOK_COUNT,
                 "opts.hook %d is not a ddp_hook_t (NONE=0, FP16=1, BF16=2)", (int)o->hook);
   DDP_CHECK_ARG((unsigned)o->algo < DDP_ALGO_COUNT,
                 "opts.algo %d is not a ddp_algo_t (valid: 0..%d, auto mpi ring rhd shm hier)",
@@ -296,9 +296,8 @@ ddp_status_t ddp_reducer_create(ddp_comm_t *comm, const ddp_param_t *params, siz
     co.algo = r->algo;
     co.mem = r->b[j].mem;
     const char *name = NULL;
-    ddp_dtype_t dt = r->b[j].hooked ? (r->hook == DDP_HOOK_BF16 ? DDP_BF16 : DDP_F16) : r->b[j].dtype;
-    void *buf = r->b[j].hooked ? r->b[j].half.ptr : r->b[j].buf.ptr;
-    if (ddp_allreduce_choice(comm, buf, r->b[j].count, dt, &co, &name) != DDP_OK)
+    if (ddp_allreduce_choice(comm, ddp__rbucket_wire_buf(&r->b[j]), r->b[j].count,
+                             ddp__rbucket_wire_dtype(r, &r->b[j]), &co, &name) != DDP_OK)
       st = ddp__error(DDP_EINVAL, "reducer: opts.algo '%s' cannot reduce bucket %zu: %s", ddp_algo_name(r->algo), j,
                       ddp_last_error());
   }

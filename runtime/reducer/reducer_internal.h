@@ -117,7 +117,31 @@ struct ddp_reducer {
   size_t released_bytes;  /* shard = 2: gradient bytes released after the last allgather */
 };
 
-/* reducer.c */
+/* ---- helpers shared by the reducer's files ------------------------------------------------ */
+/* The half dtype a compression hook sends (DDP_F16 or DDP_BF16); DDP_HOOK_NONE: DDP_DTYPE_COUNT. */
+DDP_HIDDEN ddp_dtype_t ddp__hook_dtype(ddp_hook_t hook);
+/* DDP_EINVAL naming i when it is not one of r's parameter indices (the one message for it). */
+DDP_HIDDEN ddp_status_t ddp__reducer_check_index(const ddp_reducer_t *r, size_t i);
+
+/* What bucket b puts on the wire: the hook's half copy of an f32 bucket, else the bucket. */
+static inline ddp_dtype_t ddp__rbucket_wire_dtype(const ddp_reducer_t *r, const ddp__rbucket_t *b) {
+  return b->hooked ? ddp__hook_dtype(r->hook) : b->dtype;
+}
+static inline void *ddp__rbucket_wire_buf(const ddp__rbucket_t *b) {
+  return b->hooked ? b->half.ptr : b->buf.ptr;
+}
+static inline size_t ddp__rparam_bytes(const ddp__rparam_t *p) {
+  return p->count * ddp_dtype_size(p->dtype);
+}
+/* Parameter i's gradient slot in its bucket. */
+static inline void *ddp__reducer_slot(const ddp_reducer_t *r, size_t i) {
+  return (char *)r->b[r->lay.pbucket[i]].buf.ptr + r->lay.poff[i] * ddp_dtype_size(r->p[i].dtype);
+}
+static inline const char *ddp__reducer_pname(const ddp_reducer_t *r, size_t i) {
+  return r->p[i].name ? r->p[i].name : "unnamed";
+}
+
+/* reducer_layout.c: bucket assignment, bucket memory, the rebuild from the observed order */
 DDP_HIDDEN ddp_status_t ddp__reducer_assign(const ddp__rparam_t *p, size_t np, const size_t *order,
                                             size_t first_bytes, size_t cap_bytes,
                                             ddp__rlayout_t *out);
@@ -126,5 +150,8 @@ DDP_HIDDEN void ddp__reducer_layout_free(ddp__rlayout_t *l);
 DDP_HIDDEN ddp_status_t ddp__reducer_install_layout(ddp_reducer_t *r, ddp__rlayout_t *l);
 DDP_HIDDEN void ddp__reducer_free_buckets(ddp_reducer_t *r);
 DDP_HIDDEN void ddp__reducer_log_layout(ddp_reducer_t *r, const char *what);
+/* After the first synced iteration: rank 0's observed ready order becomes every rank's bucket
+ * order (collective; the averaged gradients move to their new buckets). */
+DDP_HIDDEN ddp_status_t ddp__reducer_rebuild(ddp_reducer_t *r);
 
 #endif /* DDP_REDUCER_INTERNAL_H */

@@ -89,6 +89,14 @@ def main():
     freed.storage().resize_(0)
     c.raises(ValueError, "tensor with freed storage", comm.iallreduce, freed)
     c.raises(ValueError, "op name", comm.allreduce, np.zeros(4, np.float32), op="mean")
+    # the hook names come from the C library (ddp_hook_name / ddp_hook_parse)
+    from mpiddp import _hooks as H
+    c.expect([H.hook_name(k) for k in H.codes()] == ["none", "fp16", "bf16"]
+             and all(H.hook_parse(H.hook_name(k)) == k for k in H.codes()), "hook names round-trip")
+    e = c.raises(ValueError, "unknown hook name", H.hook_parse, "fp8")
+    c.expect(e is not None and "'fp8'" in str(e) and "bf16" in str(e), "hook message: %s" % e)
+    for bad in (None, 3, -1, True, 2 ** 40):
+        c.raises(ValueError, "hook code %r" % (bad,), H.hook_name, bad)
     c.raises(ValueError, "root out of range", comm.broadcast, np.zeros(4, np.float32), root=R)
     c.raises(ValueError, "allgather recv too small", comm.allgather, np.zeros(4), np.zeros(4 * R - 1))
     c.raises(ValueError, "out dtype", comm.allreduce, np.zeros(4), out=np.zeros(4, np.float32))

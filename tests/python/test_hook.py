@@ -42,9 +42,9 @@ def main():
     c.expect(dist.get_world_size() == comm.size and dist.get_rank() == comm.rank,
              "torch.distributed rank/size from MPI")
     R, r = comm.size, comm.rank
-    hooks = {"allreduce": (mpiddp.torch.allreduce_hook, 1e-6),
-             "fp16": (mpiddp.torch.fp16_hook, 2.0 ** -10),
-             "bf16": (mpiddp.torch.bf16_hook, 2.0 ** -7)}
+    fp16, bf16 = (mpiddp._hooks.hook_name(h) for h in (mpiddp._hooks.FP16, mpiddp._hooks.BF16))
+    tols = {"allreduce": 1e-6, fp16: 2.0 ** -10, bf16: 2.0 ** -7}
+    hooks = {k: (mpiddp.torch.COMM_HOOKS[k], tol) for k, tol in tols.items()}
     ref, ref_opt = ddp(None)
     runs = {k: ddp(h) for k, (h, _) in hooks.items()}
     nparams = sum(p.numel() for p in ref.parameters())
@@ -75,8 +75,8 @@ def main():
             opt.step()
     c.log("gradient equality np=%d: allreduce_hook vs gloo max |diff| = %.3g over %d parameters, "
           "%d steps, %d tensors (tolerance 1e-6); fp16 %.3g, bf16 %.3g; bitwise equal on all ranks"
-          % (R, worst["allreduce"], nparams, STEPS, len(list(ref.parameters())), worst["fp16"],
-             worst["bf16"]))
+          % (R, worst["allreduce"], nparams, STEPS, len(list(ref.parameters())), worst[fp16],
+             worst[bf16]))
     return c.finish()
 
 
