@@ -33,6 +33,7 @@ typedef struct opts {
   uint64_t seed;
   int zero, threads, recompute;
   const char *data, *algo, *dump_init, *dump_grads, *log_steps;
+  const char *bf16;         /* --bf16 MODE (gpt_bf16_parse) */
 } opts_t;
 
 static void usage(FILE *f) {
@@ -66,6 +67,9 @@ static void usage(FILE *f) {
           "  --bucket-cap-mb X        reducer bucket cap (default 10)\n"
           "  --algo NAME              the reducer's allreduce algorithm (default auto)\n"
           "  --threads N              OpenBLAS threads per rank (default 1)\n"
+          "  --bf16 auto|native|emulated|off  bf16 mixed precision (gpt.h): GEMM operands\n"
+          "                           rounded to bf16, f32 master weights; native: AVX-512-BF16\n"
+          "                           (auto: native where the CPU has it; default off)\n"
           "  --dump-init FILE         write the initial parameters (rank 0; see torch_gpt.py)\n"
           "  --dump-grads FILE        write step 1's averaged gradients, before clipping\n"
           "  --log-steps FILE         every step's loss, learning rate and gradient norm\n",
@@ -111,6 +115,7 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
     D_("--clip", &o->clip, 0.0, 1e30) D_("--bucket-cap-mb", &o->bucket_cap_mb, 0.001, 65536.0)
     S_("--data", &o->data) S_("--algo", &o->algo) S_("--dump-init", &o->dump_init)
     S_("--dump-grads", &o->dump_grads) S_("--log-steps", &o->log_steps) S_("--preset", &o->preset)
+    S_("--bf16", &o->bf16)
     else {
       if (!quiet) fprintf(stderr, "gpt_train: unknown option '%s' (see --help)\n", a);
       return -1;
@@ -147,6 +152,11 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
   }
   if (o->preset && strcmp(o->preset, "gpt2-124m")) {
     if (!quiet) fprintf(stderr, "gpt_train: --preset expects gpt2-124m, got '%s'\n", o->preset);
+    return -1;
+  }
+  gpt_bf16_t bm;
+  if (o->bf16 && gpt_bf16_parse(o->bf16, &bm) != 0) {
+    if (!quiet) fprintf(stderr, "gpt_train: --bf16 expects auto, native, emulated or off, got '%s'\n", o->bf16);
     return -1;
   }
   if (o->preset) {
@@ -464,6 +474,11 @@ static int setup_model(trainer_t *t) {
   }
   gpt_t *m = &t->m;
   gpt_init_params(m, o->seed);
+  gpt_bf16_t bm = GPT_BF16_OFF;
+  if (o->bf16 && (gpt_bf16_parse(o->bf16, &bm) != 0 || gpt_set_bf16(m, bm, err, sizeof err) != 0)) {
+    if (t->rank == 0) fprintf(stderr, "gpt_train: --bf16 %s: %s\n", o->bf16, err);
+    return -1;
+  }
   if (o->dump_init && t->rank == 0) write_tensors(t, o->dump_init, m->param);
   size_t np = m->nparams, T = (size_t)o->cfg.seq, B = (size_t)o->batch;
   t->tok = xmalloc(sizeof(int32_t) * B * T), t->tgt = xmalloc(sizeof(int32_t) * B * T);
@@ -532,6 +547,9 @@ static void print_header(const trainer_t *t) {
              rs.nbuckets, o->bucket_cap_mb, o->zero ? ", ZeRO-" : "",
              o->zero == 1 ? "1" : o->zero == 2 ? "2" : "", o->threads);
   }
+  if (m->bf16)
+    printf("# bf16 mixed precision: %s rounding of the linear layers' GEMM operands, f32 master "
+           "weights (CPU AVX-512-BF16: %s)\n", gpt_bf16_name(m->bf16), gpt_bf16_native_supported() ? "yes" : "no");
   printf("# %.1f MFLOP per token (6 (12 L C^2 + V C) + 12 L T C)\n", gpt_flops_per_token(&o->cfg) / 1e6);
   printf("%6s %10s %10s %10s %9s\n", "step", "train_loss", "val_loss", "tokens/s", "ms/step");
   fflush(stdout);
