@@ -154,11 +154,6 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
     if (!quiet) fprintf(stderr, "gpt_train: --preset expects gpt2-124m, got '%s'\n", o->preset);
     return -1;
   }
-  gpt_bf16_t bm;
-  if (o->bf16 && gpt_bf16_parse(o->bf16, &bm) != 0) {
-    if (!quiet) fprintf(stderr, "gpt_train: --bf16 expects auto, native, emulated or off, got '%s'\n", o->bf16);
-    return -1;
-  }
   if (o->preset) {
     o->cfg = (gpt_config_t){.layers = 12, .heads = 12, .dim = 768, .seq = 1024, .vocab = GPT_VOCAB_BYTES};
     if (o->batch < 0) o->batch = 1;
@@ -474,10 +469,14 @@ static int setup_model(trainer_t *t) {
   }
   gpt_t *m = &t->m;
   gpt_init_params(m, o->seed);
-  gpt_bf16_t bm = GPT_BF16_OFF;
-  if (o->bf16 && (gpt_bf16_parse(o->bf16, &bm) != 0 || gpt_set_bf16(m, bm, err, sizeof err) != 0)) {
-    if (t->rank == 0) fprintf(stderr, "gpt_train: --bf16 %s: %s\n", o->bf16, err);
-    return -1;
+  if (o->bf16) { /* --bf16's value is checked here (not in parse_args), every rank alike */
+    gpt_bf16_t bm = GPT_BF16_OFF;
+    int bad = gpt_bf16_parse(o->bf16, &bm) != 0;
+    if (bad) snprintf(err, sizeof err, "expects auto, native, emulated or off");
+    if (bad || gpt_set_bf16(m, bm, err, sizeof err) != 0) {
+      if (t->rank == 0) fprintf(stderr, "gpt_train: --bf16 %s: %s\n", o->bf16, err);
+      return -1;
+    }
   }
   if (o->dump_init && t->rank == 0) write_tensors(t, o->dump_init, m->param);
   size_t np = m->nparams, T = (size_t)o->cfg.seq, B = (size_t)o->batch;
