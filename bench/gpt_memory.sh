@@ -2,7 +2,10 @@
 # Memory per rank of gpt_train at GPT-2 small size (--preset gpt2-124m: 12 layers, 768 dims,
 # 1024 tokens, per-rank batch 1, byte vocabulary) with --zero 0, 1 and 2: one job per mode of
 # STEPS optimizer steps (default 1) at NP ranks (default 2), every rank under GNU time
-# (/usr/bin/time -v: its "Maximum resident set size"). Prints one table; --study writes it as
+# (/usr/bin/time -v: its "Maximum resident set size"), and /proc/PID/status of the ranks read
+# every 0.2 s for the split of resident memory into private (RssAnon) and node-shared
+# (RssShmem: the reducer's bucket pool, the peer's pages this rank reads counted too), each
+# the maximum over the run. Prints one table; --study writes it as
 # a bench/results study (render.py's format; then run python3 bench/results/render.py).
 #   bench/gpt_memory.sh [--build DIR] [--np N] [--steps N] [--study FILE.json] [-- gpt_train options]
 set -uo pipefail
@@ -28,8 +31,15 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg) date0=$(date -u '+%F %T')
 for z in 0 1 2; do
   echo "+ gpt_train --preset gpt2-124m --zero $z, np=$np" >&2
   tools/mpilaunch -n "$np" "$timev" -v "$build/apps/gpt_train" --preset gpt2-124m --steps "$steps" \
-    --val-every 0 --log-every 1 --warmup 1 --zero "$z" "${extra[@]}" >"$tmp/z$z.out" 2>&1 ||
-    { tail -20 "$tmp/z$z.out"; echo "gpt_memory: --zero $z failed" >&2; exit 1; }
+    --val-every 0 --log-every 1 --warmup 1 --zero "$z" "${extra[@]}" >"$tmp/z$z.out" 2>&1 &
+  job=$!
+  while kill -0 "$job" 2>/dev/null; do
+    for p in $(pgrep -x gpt_train); do
+      awk '/^(RssAnon|RssShmem):/ { printf "%s %s ", $1, $2 } END { print "" }' "/proc/$p/status" 2>/dev/null
+    done >>"$tmp/z$z.rss"
+    sleep 0.2
+  done
+  wait "$job" || { tail -20 "$tmp/z$z.out"; echo "gpt_memory: --zero $z failed" >&2; exit 1; }
 done
 python3 - "$tmp" "$np" "$steps" "$study" "$date0" "$load0" "${extra[*]:-}" <<'PY'
 import json, os, re, subprocess, sys
@@ -41,15 +51,21 @@ for z in (0, 1, 2):
     params = int(re.search(r"(\d+) parameters in", text).group(1))
     act = float(re.search(r"activations ([0-9.]+) MB per rank", text).group(1))
     ms = re.search(r"# \d+ steps in [0-9.]+ s: \d+ tokens/s, ([0-9.]+) ms/step", text)
+    split = {"RssAnon:": 0, "RssShmem:": 0}
+    for line in open(f"{tmp}/z{z}.rss"):
+        w = line.split()
+        for k, v in zip(w[0::2], w[1::2]):
+            split[k] = max(split[k], int(v) / 1024.0)
     rows.append({"zero": z, "np": int(np_), "params": params, "activations_mb": act,
-                 "rss_mb": rss, "max_rss_mb": max(rss), "ms_step": float(ms.group(1)) if ms else None})
+                 "rss_mb": rss, "max_rss_mb": max(rss), "anon_mb": split["RssAnon:"],
+                 "shmem_mb": split["RssShmem:"], "ms_step": float(ms.group(1)) if ms else None})
 p = rows[0]["params"] * 4 / 2**20
 print(f"# gpt_train --preset gpt2-124m, {rows[0]['params']:,} parameters ({p:.0f} MB of f32), np {np_}, "
       f"{steps} step(s); load {load}")
-print(f"# {'zero':>4} {'activations_MB':>14} {'max_RSS_MB per rank':>22} {'vs zero 0':>10} {'ms/step':>9}")
+print(f"# {'zero':>4} {'activations_MB':>14} {'max_RSS_MB per rank':>22} {'vs zero 0':>10} {'anon_MB':>8} {'shmem_MB':>9} {'ms/step':>9}")
 for r in rows:
     print(f"  {r['zero']:>4} {r['activations_mb']:>14.1f} {' / '.join('%.0f' % x for x in r['rss_mb']):>22} "
-          f"{r['max_rss_mb'] - rows[0]['max_rss_mb']:>+10.0f} {r['ms_step'] or 0:>9.0f}")
+          f"{r['max_rss_mb'] - rows[0]['max_rss_mb']:>+10.0f} {r['anon_mb']:>8.0f} {r['shmem_mb']:>9.0f} {r['ms_step'] or 0:>9.0f}")
 if study:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
@@ -67,13 +83,17 @@ if study:
                       (f" -- {extra}" if extra else "")],
          "tables": [{"title": "peak resident memory per rank",
                      "caption": "activations: what gpt_train's header reports for its activation and scratch "
-                                "buffers; RSS: GNU time's maximum resident set size of each rank.",
+                                "buffers; RSS: GNU time's maximum resident set size of each rank; RssAnon / "
+                                "RssShmem: the private and the node-shared part, each its maximum over the run "
+                                "(max over ranks, /proc/PID/status every 0.2 s).",
                      "columns": ["--zero", {"label": "activations (MB)", "printf": "%.1f"},
                                  {"label": "max RSS, rank 0 / rank 1 (MB)", "printf": "%.0f"},
                                  {"label": "vs --zero 0 (MB)", "printf": "%+.0f"},
+                                 {"label": "max RssAnon (MB)", "printf": "%.0f"},
+                                 {"label": "max RssShmem (MB)", "printf": "%.0f"},
                                  {"label": "ms/step", "printf": "%.0f"}],
                      "rows": [[r["zero"], r["activations_mb"], r["rss_mb"], r["max_rss_mb"] - rows[0]["max_rss_mb"],
-                               r["ms_step"]] for r in rows]}]}
+                               r["anon_mb"], r["shmem_mb"], r["ms_step"]] for r in rows]}]}
     with open(study, "w") as fp:
         json.dump(s, fp, indent=2)
         fp.write("\n")

@@ -14,8 +14,9 @@
  *
  * Gradients go to grad[i]: the model's own block after creation, or buffers the caller sets
  * (gpt_set_grads: a reducer's bucket views). Backward runs from the head back and calls
- * ready(i, ctx) as soon as gradient i is complete: lnf, then block L-1's mlp.proj ... ln1, ...,
- * block 0, and last wpe and wte (the tied head's gradient gets the embedding's share last).
+ * ready(i, ctx) as soon as gradient i is complete, in exactly the reverse of the order above
+ * (lnf.b, lnf.w, block L-1's mlp.proj.b, mlp.proj.w ... ln1.w, ..., block 0, and last wpe and
+ * wte: the tied head's gradient gets the embedding's share last).
  * Every buffer is allocated once, at creation, for at most max_batch sequences.
  *
  *   gpt_t m;  gpt_config_t c = {.layers = 6, .heads = 6, .dim = 384, .seq = 256, .vocab = 256};
