@@ -12,7 +12,8 @@
 # gpt_train's time is its steady-state ms/step after the first --log-every interval (the
 # first steps build and rebuild the buckets). PyTorch's (bench/peers/torch_ddp_hook.py --model
 # gpt, launched by tools/mpilaunch) is the median step of the slowest rank, gloo and the hook
-# timed in alternating blocks of the same job. The np=N gpt_train run writes its DDP_TIMELINE
+# timed in alternating blocks of the same job, with PyTorch without DDP at np=N ("compute only":
+# every rank computing at once, what the cores give before any exchange). The np=N gpt_train run writes its DDP_TIMELINE
 # trace to DIR/gpt_train_npN.trace.json. --study writes the results as a bench/results study
 # (render.py's format; then run python3 bench/results/render.py). Environment: BUILD (default
 # build), PYTHON (default /usr/bin/python3).
@@ -57,7 +58,7 @@ tsteps=$(( STEPS * 2 / 3 > 2 ? STEPS * 2 / 3 : 2 ))
 echo "+ torch_ddp_hook.py --model gpt" >&2
 PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} MPIDDP_LIBRARY=$BUILD/libmpiddp.so \
   "$PYTHON" bench/peers/torch_ddp_hook.py --model gpt --np "$NP" --steps "$tsteps" --warmup 2 \
-  --blocks 2 --only "gloo,mpiddp hook" --layers "$L" --heads "$H" --dim "$C" --seq "$T" \
+  --blocks 2 --only "compute,gloo,mpiddp hook" --layers "$L" --heads "$H" --dim "$C" --seq "$T" \
   --batch "$B" -J "$OUT/torch_gpt.json" >"$OUT/torch_gpt.txt" 2>"$OUT/torch_gpt.err" ||
   { cat "$OUT/torch_gpt.err" >&2; exit 1; }
 cat "$OUT/torch_gpt.txt"
@@ -87,10 +88,12 @@ def row(w, prog, comm, ms_):
     recs.append({"np": w, "program": prog, "comm": comm, "ms_step": ms_, "tokens_per_s": tps, "mfu": mfu})
 for w, ms_ in ((1, ms1), (np_, msn)):
     row(w, "gpt_train", "mpiddp reducer" if w > 1 else "none", ms_)
-for w, comm in ((1, "none"), (np_, "gloo"), (np_, "mpiddp hook")):
-    row(w, "torch DDP", comm, torch[(w, comm)]["step_ms"])
+for w, comm in ((1, "none"), (np_, "compute"), (np_, "gloo"), (np_, "mpiddp hook")):
+    if (w, comm) in torch:  # compute: no DDP, every rank computing at once (the exchange's bound)
+        row(w, "torch DDP" if comm != "compute" else "torch", "none (compute only)" if comm == "compute" else comm,
+            torch[(w, comm)]["step_ms"])
 by = {(r["np"], r["program"], r["comm"]): r for r in recs}
-base = {"gpt_train": ms1, "torch DDP": torch[(1, "none")]["step_ms"]}
+base = {"gpt_train": ms1, "torch DDP": torch[(1, "none")]["step_ms"], "torch": torch[(1, "none")]["step_ms"]}
 gloo, hook = by[(np_, "torch DDP", "gloo")]["tokens_per_s"], by[(np_, "torch DDP", "mpiddp hook")]["tokens_per_s"]
 for r in recs:
     r["efficiency"] = base[r["program"]] / r["ms_step"]
