@@ -9,8 +9,9 @@
 #                                   [-- gpt_train model options]
 #
 # Default model: gpt_train's (6 layers, 6 heads, 384 dims, 256 tokens, per-rank batch 8).
-# gpt_train's time is its steady-state ms/step after the first --log-every interval (the
-# first steps build and rebuild the buckets). PyTorch's (bench/peers/torch_ddp_hook.py --model
+# gpt_train's time is the median of its per-step times (--log-every 1) after the first 2 steps
+# (the first builds the buckets), as PyTorch's is a median: one slow step of another job on a
+# shared machine moves neither. PyTorch's (bench/peers/torch_ddp_hook.py --model
 # gpt, launched by tools/mpilaunch) is the median step of the slowest rank, gloo and the hook
 # timed in alternating blocks of the same job, with PyTorch without DDP at np=N ("compute only":
 # every rank computing at once, what the cores give before any exchange). The np=N gpt_train run writes its DDP_TIMELINE
@@ -43,13 +44,12 @@ load0=$(cut -d' ' -f1-3 /proc/loadavg)
 date0=$(date -u '+%F %T')
 sgemm=$("$BUILD/apps/ddp_info" 2>/dev/null | awk '$1 == "0" && NF >= 9 { print $NF }')
 blas=$("$BUILD/apps/ddp_info" 2>/dev/null | sed -n 's/^# BLAS (rank 0) *: //p')
-log_every=$(( STEPS / 3 > 0 ? STEPS / 3 : 1 ))
 for np in 1 "$NP"; do
   tl=()
   [ "$np" = "$NP" ] && tl=(-e "DDP_TIMELINE=$OUT/gpt_train_np$np.trace.json")
   echo "+ gpt_train np=$np" >&2
   tools/mpilaunch -n "$np" "${tl[@]}" "$BUILD/apps/gpt_train" "${MODEL[@]}" --steps "$STEPS" \
-    --val-every 0 --log-every "$log_every" --warmup 1 >"$OUT/gpt_train_np$np.txt" 2>&1
+    --val-every 0 --log-every 1 --warmup 1 >"$OUT/gpt_train_np$np.txt" 2>&1
 done
 # the model sizes gpt_train used, for the PyTorch run
 read -r L H C T B < <(sed -n 's/^# gpt_train: GPT L\([0-9]*\) H\([0-9]*\) C\([0-9]*\) T\([0-9]*\) .*/\1 \2 \3 \4/p;
@@ -63,8 +63,9 @@ PYTHONPATH=python${PYTHONPATH:+:$PYTHONPATH} MPIDDP_LIBRARY=$BUILD/libmpiddp.so 
   { cat "$OUT/torch_gpt.err" >&2; exit 1; }
 cat "$OUT/torch_gpt.txt"
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
-# gpt_train's steady state: the mean ms/step of the lines after the first interval
-ms() { awk '$1 ~ /^[0-9]+$/ { n++; if (n > 1) { s += $5; k++ } } END { if (k) printf "%.1f", s / k }' "$1"; }
+# gpt_train's steady state: the median ms/step of the steps after the first 2
+ms() { awk '$1 ~ /^[0-9]+$/ && $1 > 2 { print $5 }' "$1" | sort -n | awk '{ v[NR] = $1 }
+  END { if (NR) printf "%.1f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 fpt=$(sed -n 's/^# \([0-9.]*\) MFLOP per token.*/\1/p' "$OUT/gpt_train_np1.txt")
 "$PYTHON" - "$OUT" "$NP" "$B" "$T" "$fpt" "${sgemm:-0}" "$(ms "$OUT/gpt_train_np1.txt")" \
   "$(ms "$OUT/gpt_train_np$NP.txt")" "$STUDY" "$date0" "$load0" "$load1" "$blas" "$STEPS" \
@@ -124,8 +125,8 @@ if study:
                   "(bench/peers/gpt_compare.sh)",
          "machine_short": f"{cpu}, {os.cpu_count()} cores (shared)",
          "summary": f"{res['model']} ({res['params']:,} parameters, byte vocabulary), per-rank batch {B} x {T} "
-                    f"tokens, AdamW + clipping, one compute thread per rank. gpt_train: steady-state ms/step "
-                    f"after the first of {steps} steps' log intervals; PyTorch {res['torch']}: median step of "
+                    f"tokens, AdamW + clipping, one compute thread per rank. gpt_train: median step of "
+                    f"steps 3-{steps}; PyTorch {res['torch']}: median step of "
                     f"the slowest rank over {tsteps} steps, gloo and the hook in alternating blocks of one job. "
                     f"MFU: model FLOP/s per rank ({fpt:.1f} MFLOP per token, gpt.h's count) over the "
                     f"single-thread sgemm rate ddp_info measured in the same run ({sgemm:.1f} GFLOP/s).",
