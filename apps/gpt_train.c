@@ -39,6 +39,7 @@ typedef struct opts {
   const char *data, *algo, *dump_init, *dump_grads, *log_steps;
   const char *checkpoint_dir, *resume; /* --checkpoint-dir DIR, --resume auto|PATH */
   long checkpoint_every, keep, stop_after;
+  const char *bf16;         /* --bf16 MODE (gpt_bf16_parse) */
 } opts_t;
 
 static void usage(FILE *f) {
@@ -72,6 +73,9 @@ static void usage(FILE *f) {
           "  --bucket-cap-mb X        reducer bucket cap (default 10)\n"
           "  --algo NAME              the reducer's allreduce algorithm (default auto)\n"
           "  --threads N              OpenBLAS threads per rank (default 1)\n"
+          "  --bf16 auto|native|emulated|off  bf16 mixed precision (gpt.h): GEMM operands\n"
+          "                           rounded to bf16, f32 master weights; native: AVX-512-BF16\n"
+          "                           (auto: native where the CPU has it; default off)\n"
           "  --dump-init FILE         write the initial parameters (rank 0; see torch_gpt.py)\n"
           "  --dump-grads FILE        write step 1's averaged gradients, before clipping\n"
           "  --log-steps FILE         every step's loss, learning rate and gradient norm\n"
@@ -117,7 +121,7 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
       APP_DOUBLE("--clip", &o->clip, 0.0, 1e30),
       APP_DOUBLE("--bucket-cap-mb", &o->bucket_cap_mb, 0.001, 65536.0),
       APP_STR("--data", &o->data), APP_STR("--algo", &o->algo), APP_STR("--dump-init", &o->dump_init),
-      APP_STR("--dump-grads", &o->dump_grads), APP_STR("--log-steps", &o->log_steps),
+      APP_STR("--dump-grads", &o->dump_grads), APP_STR("--log-steps", &o->log_steps), APP_STR("--bf16", &o->bf16),
       APP_STR("--checkpoint-dir", &o->checkpoint_dir), APP_STR("--resume", &o->resume),
       APP_LONG("--checkpoint-every", &o->checkpoint_every, 1, LONG_MAX),
       APP_LONG("--keep", &o->keep, 1, 1000000), APP_LONG("--stop-after", &o->stop_after, 1, LONG_MAX),
@@ -476,6 +480,15 @@ static int setup_model(trainer_t *t) {
   }
   gpt_t *m = &t->m;
   gpt_init_params(m, o->seed);
+  if (o->bf16) { /* --bf16's value is checked here (not in parse_args), every rank alike */
+    gpt_bf16_t bm = GPT_BF16_OFF;
+    int bad = gpt_bf16_parse(o->bf16, &bm) != 0;
+    if (bad) snprintf(err, sizeof err, "expects auto, native, emulated or off");
+    if (bad || gpt_set_bf16(m, bm, err, sizeof err) != 0) {
+      if (t->rank == 0) fprintf(stderr, "gpt_train: --bf16 %s: %s\n", o->bf16, err);
+      return -1;
+    }
+  }
   if (o->dump_init && t->rank == 0) write_tensors(t, o->dump_init, m->param);
   size_t np = m->nparams, T = (size_t)o->cfg.seq, B = (size_t)o->batch;
   t->tok = xmalloc(sizeof(int32_t) * B * T), t->tgt = xmalloc(sizeof(int32_t) * B * T);
@@ -601,6 +614,9 @@ static void print_header(const trainer_t *t) {
              rs.nbuckets, o->bucket_cap_mb, o->zero ? ", ZeRO-" : "",
              o->zero == 1 ? "1" : o->zero == 2 ? "2" : "", o->threads);
   }
+  if (m->bf16)
+    printf("# bf16 mixed precision: %s rounding of the linear layers' GEMM operands, f32 master "
+           "weights (CPU AVX-512-BF16: %s)\n", gpt_bf16_name(m->bf16), gpt_bf16_native_supported() ? "yes" : "no");
   printf("# %.1f MFLOP per token (6 (12 L C^2 + V C) + 12 L T C)\n", gpt_flops_per_token(&o->cfg) / 1e6);
   if (t->rst.resumed)
     printf("# resumed from %s at step %llu (epoch %llu, micro-batch %llu)\n", t->rst.resume_path,

@@ -15,6 +15,14 @@ set(DDP_TEST_ENV OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHO
 if(MPIEXEC_EXECUTABLE)
   list(APPEND DDP_TEST_ENV MPILAUNCH_MPIEXEC=${MPIEXEC_EXECUTABLE})
 endif()
+# The interpreter of the tests against PyTorch (sampler_vs_torch, gpt_vs_torch_*): the package's
+# DDP_PYTHON (python/CMakeLists.txt looks in /usr/bin first, whose python3 has Debian's torch;
+# another python3 may come first on PATH), plain python3 without one.
+if(DDP_PYTHON)
+  set(DDP_SYSTEM_PYTHON3 ${DDP_PYTHON})
+else()
+  set(DDP_SYSTEM_PYTHON3 python3)
+endif()
 if(NOT DDP_LAUNCHER_KIND STREQUAL "unknown")
   list(APPEND DDP_TEST_ENV MPILAUNCH_KIND=${DDP_LAUNCHER_KIND})
 endif()

@@ -15,6 +15,11 @@
 #               (--stop-after, checkpoints every 8) and resumed, and a --zero 1 run stopped by
 #               SIGUSR1 to one rank (the ranks agree on a step, checkpoint, exit 75) and resumed,
 #               against the uninterrupted run: the same per-step losses and final CRC
+  ;;
+#       bf16    at NP ranks, 20 steps with --bf16 emulated against f32: every step's loss within
+#               BF16_TOL (1e-3; measured 4.2e-5) relative but not all equal to f32's (the mode
+#               is applied), the loss falling; where the CPU has AVX-512-BF16,
+#               --bf16 native gives the emulated run's losses and parameters bit for bit
 # Small sizes: 2 layers, 4 heads, 64 dims, 96 tokens (two attention tiles of gpt.c: 64 + 32).
 # A missing PyTorch is a failure unless MPIDDP_SKIP_TORCH=1 (then 77); the corpus is Debian's
 # `fortunes` (ci/setup.sh installs it).
@@ -150,6 +155,39 @@ resume)
     [ -n "$(crc ref)" ] && [ "$(crc ref)" = "$(crc $v)" ] || bad "$v final parameters differ: '$(crc $v)' vs '$(crc ref)'"
   done
   [ $fail = 0 ] && say "uninterrupted, stopped at 40 + resumed, --zero 1 stopped at $k by SIGUSR1 + resumed: $(crc ref)"
+bf16)
+  tol=${BF16_TOL:-1e-3}
+  run() { # name, options...
+    local name=$1
+    shift
+    rm -f "$name.log"
+    "${launch[@]}" -n "$np" "$train" "${model[@]}" --batch 4 --steps 20 --log-steps "$name.log" "$@" \
+      >"$name.out" 2>&1 || bad "$name exited with $?: $(tail -3 "$name.out")"
+  }
+  run f32
+  run emulated --bf16 emulated
+  grep -q "bf16 mixed precision: emulated" emulated.out || bad "emulated: header line missing"
+  worst=$(paste f32.log emulated.log | awk -v tol="$tol" '
+    { d = $6 - $2; if (d < 0) d = -d; r = d / $2; if (r > w) w = r; if (r > tol) bad++ }
+    NR == 1 { first = $6 } { last = $6 }
+    END { printf "%.3e %d %d\n", w, bad, (NR == 20 && last < first) }')
+  read -r w nbad falling <<<"$worst"
+  awk -v w="$w" 'BEGIN { exit !(w > 0) }' || bad "bf16 losses equal f32's at every step: --bf16 not applied?"
+  [ "$nbad" = 0 ] || bad "$nbad of 20 bf16 step losses differ from f32 by more than $tol (worst $w)"
+  [ "$falling" = 1 ] || bad "bf16 loss did not fall over 20 steps: $(sed -n '1p;$p' emulated.log | tr '\n' ' ')"
+  say "np=$np 20 steps: bf16 emulated vs f32 losses worst relative difference $w (tolerance $tol); final loss $(tail -1 f32.log | cut -d' ' -f2) f32, $(tail -1 emulated.log | cut -d' ' -f2) bf16"
+  if grep -qw avx512_bf16 /proc/cpuinfo; then
+    run native --bf16 native
+    cmp -s emulated.log native.log || bad "native step losses differ from emulated: $(diff emulated.log native.log | head -3)"
+    a=$(grep 'final parameters' emulated.out) b=$(grep 'final parameters' native.out)
+    [ -n "$a" ] && [ "$a" = "$b" ] || bad "native final parameters differ from emulated: '$a' vs '$b'"
+    [ $fail = 0 ] && say "native (AVX-512-BF16) = emulated bit for bit: $b"
+  else
+    "${launch[@]}" -n "$np" "$train" "${model[@]}" --batch 4 --steps 1 --bf16 native >native.out 2>&1 &&
+      bad "--bf16 native ran on a CPU without AVX-512-BF16"
+    grep -q "no AVX-512-BF16" native.out || bad "--bf16 native: refusal message missing: $(tail -2 native.out)"
+    say "no AVX-512-BF16 here: --bf16 native refused as it should; emulated path checked"
+  fi
   ;;
 *)
   bad "unknown mode $mode"

@@ -22,11 +22,6 @@ ddp_add_mpi_test(NAME sampler_loader PROGRAM sampler_loader NP 2 LABELS quick TI
 if(TARGET ddp_sampler)
   ddp_add_mpi_test(NAME sampler_app LABELS quick COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/sampler_app.sh
     $<TARGET_FILE:ddp_sampler> ${CMAKE_CURRENT_SOURCE_DIR}/fixtures/sampler_torch.txt)
-  # Debian's torch is in /usr/bin/python3's path (another python3 may come first on PATH).
-  find_program(DDP_SYSTEM_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
-  if(NOT DDP_SYSTEM_PYTHON3)
-    set(DDP_SYSTEM_PYTHON3 python3)
-  endif()
   ddp_add_mpi_test(NAME sampler_vs_torch LABELS quick SKIP_CODE 77 COMMAND ${DDP_SYSTEM_PYTHON3}
     ${CMAKE_CURRENT_SOURCE_DIR}/sampler_vs_torch.py $<TARGET_FILE:ddp_sampler> 200)
   # The speed targets (index generation < 1 ms, loader >= 10x the training rate) are judged

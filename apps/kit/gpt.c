@@ -2,8 +2,8 @@
 #include "gpt.h"
 
 #include <cblas.h>
+#include <immintrin.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,14 +12,6 @@
 #include "train_util.h"
 
 #define LN_EPS 1e-5f
-
-static int fail(char *err, size_t errlen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return -1;
-}
 
 double gpt_flops_per_token(const gpt_config_t *c) {
   double L = c->layers, C = c->dim, T = c->seq, V = c->vocab;
@@ -56,6 +48,8 @@ void gpt_free(gpt_t *m) {
   free(m->act);
   free(m->tokens);
   free(m->arena);
+  free(m->wbf);
+  free(m->abf);
   memset(m, 0, sizeof *m);
 }
 
@@ -70,14 +64,14 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, int max_batch, int recompute, 
                size_t errlen) {
   memset(m, 0, sizeof *m);
   m->recompute = recompute != 0;
-  if (!cfg) return fail(err, errlen, "no configuration");
+  if (!cfg) return train_fail(err, errlen, "no configuration");
   const gpt_config_t c = *cfg;
-  if (c.layers < 1 || c.layers > 1024) return fail(err, errlen, "layers %d must be in 1 .. 1024", c.layers);
+  if (c.layers < 1 || c.layers > 1024) return train_fail(err, errlen, "layers %d must be in 1 .. 1024", c.layers);
   if (c.heads < 1 || c.dim < 1 || c.dim % c.heads)
-    return fail(err, errlen, "dim %d must be a positive multiple of heads %d", c.dim, c.heads);
-  if (c.seq < 1 || c.seq > 65536) return fail(err, errlen, "seq %d must be in 1 .. 65536", c.seq);
-  if (c.vocab < 1 || c.vocab > (1 << 24)) return fail(err, errlen, "vocab %d must be in 1 .. 2^24", c.vocab);
-  if (max_batch < 1) return fail(err, errlen, "batch %d must be >= 1", max_batch);
+    return train_fail(err, errlen, "dim %d must be a positive multiple of heads %d", c.dim, c.heads);
+  if (c.seq < 1 || c.seq > 65536) return train_fail(err, errlen, "seq %d must be in 1 .. 65536", c.seq);
+  if (c.vocab < 1 || c.vocab > (1 << 24)) return train_fail(err, errlen, "vocab %d must be in 1 .. 2^24", c.vocab);
+  if (max_batch < 1) return train_fail(err, errlen, "batch %d must be >= 1", max_batch);
   m->cfg = c;
   m->max_batch = max_batch;
   m->loss_scale = 1.0f;
@@ -94,7 +88,7 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, int max_batch, int recompute, 
   m->tokens = malloc(sizeof(int32_t) * 2 * N);
   if (!m->param || !m->grad || !m->count || !m->ndim || !m->pname || !m->act || !m->tokens) {
     gpt_free(m);
-    return fail(err, errlen, "out of memory");
+    return train_fail(err, errlen, "out of memory");
   }
   m->targets = m->tokens + N;
   m->count[0] = V * C, m->ndim[0] = 2, snprintf(m->pname[0], sizeof m->pname[0], "wte");
@@ -112,7 +106,7 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, int max_batch, int recompute, 
   m->grad_block = calloc(m->total, sizeof(float));
   if (!m->param_block || !m->grad_block) {
     gpt_free(m);
-    return fail(err, errlen, "out of memory for %zu parameters", m->total);
+    return train_fail(err, errlen, "out of memory for %zu parameters", m->total);
   }
   for (size_t i = 0, off = 0; i < np; off += m->count[i], i++) {
     m->param[i] = m->param_block + off;
@@ -135,7 +129,7 @@ int gpt_create(gpt_t *m, const gpt_config_t *cfg, int max_batch, int recompute, 
   m->arena = aligned_alloc(64, sizeof(float) * ((floats + 15) & ~(size_t)15));
   if (!m->arena) {
     gpt_free(m);
-    return fail(err, errlen, "out of memory for %.1f MB of activations", 4.0 * floats / 1048576.0);
+    return train_fail(err, errlen, "out of memory for %.1f MB of activations", 4.0 * floats / 1048576.0);
   }
   m->act_bytes = sizeof(float) * floats;
   float *cur = m->arena;
@@ -224,9 +218,94 @@ GPT_VEC static void add_to(float *restrict y, const float *restrict x, size_t n)
   for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-/* out = inp @ W^T + b: inp N x K, W M x K (PyTorch's Linear), out N x M. */
-static void linear_fwd(float *out, const float *inp, const float *w, const float *b, size_t N,
-                       size_t K, size_t M) {
+/* ---- bf16 mixed precision ------------------------------------------------------------ */
+
+/* What VCVTNEPS2BF16 makes of an f32, widened back to f32: round to nearest even to 8 mantissa
+ * bits, denormal inputs to a zero of their sign, NaNs quiet, overflow to inf. The emulation
+ * gives the instruction's results bit for bit, so both paths train the same parameters. */
+GPT_VEC static void bf16_round_emulated(float *restrict dst, const float *restrict src, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &src[i], 4);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    if ((u & 0x7fffffffu) > 0x7f800000u) r = (u | 0x00400000u) & 0xffff0000u;
+    if ((u & 0x7f800000u) == 0) r = u & 0x80000000u;
+    memcpy(&dst[i], &r, 4);
+  }
+}
+
+/* The same with AVX-512-BF16 (compiled for it here, called only where the CPU has it). */
+__attribute__((target("avx512f,avx512bf16"))) static void bf16_round_native(
+    float *restrict dst, const float *restrict src, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + i));
+    __m512i w = _mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)h), 16);
+    _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(w));
+  }
+  if (i < n) bf16_round_emulated(dst + i, src + i, n - i);
+}
+
+int gpt_bf16_native_supported(void) {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16") != 0;
+}
+
+const char *gpt_bf16_name(gpt_bf16_t mode) {
+  return mode == GPT_BF16_NATIVE ? "native (AVX-512-BF16)" : mode == GPT_BF16_EMULATED ? "emulated" : "off";
+}
+
+int gpt_bf16_parse(const char *s, gpt_bf16_t *mode) {
+  if (!s) return -1;
+  if (!strcmp(s, "auto")) *mode = gpt_bf16_native_supported() ? GPT_BF16_NATIVE : GPT_BF16_EMULATED;
+  else if (!strcmp(s, "native")) *mode = GPT_BF16_NATIVE;
+  else if (!strcmp(s, "emulated")) *mode = GPT_BF16_EMULATED;
+  else if (!strcmp(s, "off")) *mode = GPT_BF16_OFF;
+  else return -1;
+  return 0;
+}
+
+int gpt_set_bf16(gpt_t *m, gpt_bf16_t mode, char *err, size_t errlen) {
+  if (mode == GPT_BF16_NATIVE && !gpt_bf16_native_supported())
+    return train_fail(err, errlen, "bf16 native: this CPU has no AVX-512-BF16 (use the emulated path)");
+  if (mode != GPT_BF16_OFF && !m->wbf) {
+    const size_t N = (size_t)m->max_batch * (size_t)m->cfg.seq, C = (size_t)m->cfg.dim;
+    const size_t V = (size_t)m->cfg.vocab, wide = 4 * C > V ? 4 * C : V;
+    m->wbf = malloc(sizeof(float) * m->total);
+    m->abf = malloc(sizeof(float) * N * (4 * C + wide));
+    if (!m->wbf || !m->abf) {
+      free(m->wbf), free(m->abf);
+      m->wbf = m->abf = NULL;
+      return train_fail(err, errlen, "out of memory for the bf16 copies (%zu parameters)", m->total);
+    }
+    m->dbf = m->abf + N * 4 * C;
+  }
+  m->bf16 = mode;
+  return 0;
+}
+
+static void bf16_round(const gpt_t *m, float *dst, const float *src, size_t n) {
+  if (m->bf16 == GPT_BF16_NATIVE) bf16_round_native(dst, src, n);
+  else bf16_round_emulated(dst, src, n);
+}
+
+/* A GEMM operand in bf16 mode: the weights' rounded copy (refreshed by each forward), or an
+ * activation rounded into the scratch `to`. */
+static const float *bf16_weight(const gpt_t *m, const float *w) {
+  return m->bf16 ? m->wbf + (w - m->param_block) : w;
+}
+static const float *bf16_operand(const gpt_t *m, float *to, const float *x, size_t n) {
+  if (!m->bf16) return x;
+  bf16_round(m, to, x, n);
+  return to;
+}
+
+/* out = inp @ W^T + b: inp N x K, W M x K (PyTorch's Linear), out N x M. bf16 mode: inp and W
+ * rounded to bf16, f32 products and sums (what a bf16 GEMM with f32 accumulation computes). */
+static void linear_fwd(const gpt_t *m, float *out, const float *inp, const float *w,
+                       const float *b, size_t N, size_t K, size_t M) {
+  inp = bf16_operand(m, m->abf, inp, N * K);
+  w = bf16_weight(m, w);
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)M, (int)K, 1.0f, inp, (int)K,
               w, (int)K, 0.0f, out, (int)M);
   if (b) add_bias(out, b, N, M);
@@ -234,11 +313,15 @@ static void linear_fwd(float *out, const float *inp, const float *w, const float
 
 /* Backward of linear_fwd: dinp (= or +=, beta) from dout @ W, dW (+)= dout^T @ inp, db (+)= the
  * column sums of dout. */
-static void linear_bwd(float *dinp, float dinp_beta, float *dw, float *db, const float *dout,
-                       const float *inp, const float *w, size_t N, size_t K, size_t M, int acc) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)K, (int)M, 1.0f, dout,
+static void linear_bwd(const gpt_t *m, float *dinp, float dinp_beta, float *dw, float *db,
+                       const float *dout, const float *inp, const float *w, size_t N, size_t K,
+                       size_t M, int acc) {
+  const float *d = bf16_operand(m, m->dbf, dout, N * M); /* the bias keeps dout's f32 sums */
+  inp = bf16_operand(m, m->abf, inp, N * K);
+  w = bf16_weight(m, w);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)N, (int)K, (int)M, 1.0f, d,
               (int)M, w, (int)K, dinp_beta, dinp, (int)K);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)M, (int)K, (int)N, 1.0f, dout, (int)M,
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)M, (int)K, (int)N, 1.0f, d, (int)M,
               inp, (int)K, acc ? 1.0f : 0.0f, dw, (int)K);
   if (db) col_sums(db, dout, N, M, acc);
 }
@@ -463,14 +546,14 @@ static void block_fwd(gpt_t *m, int l, int batch) {
   const float *x = l ? m->act[l - 1].res2 : m->x0;
   float *const *P = m->param + gpt_tensor(l, 0);
   layernorm_fwd(a->ln1, a->ln1_mean, a->ln1_rstd, x, P[GPT_LN1_W], P[GPT_LN1_B], N, C);
-  linear_fwd(a->qkv, a->ln1, P[GPT_QKV_W], P[GPT_QKV_B], N, C, 3 * C);
+  linear_fwd(m, a->qkv, a->ln1, P[GPT_QKV_W], P[GPT_QKV_B], N, C, 3 * C);
   attention_fwd(m, a, batch);
-  linear_fwd(a->res1, a->atty, P[GPT_PROJ_W], P[GPT_PROJ_B], N, C, C);
+  linear_fwd(m, a->res1, a->atty, P[GPT_PROJ_W], P[GPT_PROJ_B], N, C, C);
   add_to(a->res1, x, N * C);
   layernorm_fwd(a->ln2, a->ln2_mean, a->ln2_rstd, a->res1, P[GPT_LN2_W], P[GPT_LN2_B], N, C);
-  linear_fwd(a->fch, a->ln2, P[GPT_FC_W], P[GPT_FC_B], N, C, 4 * C);
+  linear_fwd(m, a->fch, a->ln2, P[GPT_FC_W], P[GPT_FC_B], N, C, 4 * C);
   gelu_fwd(a->fcg, a->fch, 4 * N * C);
-  linear_fwd(a->res2, a->fcg, P[GPT_FCPROJ_W], P[GPT_FCPROJ_B], N, 4 * C, C);
+  linear_fwd(m, a->res2, a->fcg, P[GPT_FCPROJ_W], P[GPT_FCPROJ_B], N, 4 * C, C);
   add_to(a->res2, a->res1, N * C);
 }
 
@@ -478,6 +561,7 @@ double gpt_forward(gpt_t *m, const int32_t *tokens, const int32_t *targets, int 
   const size_t C = (size_t)m->cfg.dim, T = (size_t)m->cfg.seq, V = (size_t)m->cfg.vocab;
   const size_t L = (size_t)m->cfg.layers, N = (size_t)batch * T;
   m->batch = batch;
+  if (m->bf16) bf16_round(m, m->wbf, m->param_block, m->total); /* the weights of this step */
   memcpy(m->tokens, tokens, sizeof(int32_t) * N);
   memcpy(m->targets, targets, sizeof(int32_t) * N);
   const float *wte = m->param[0], *wpe = m->param[1];
@@ -490,11 +574,16 @@ double gpt_forward(gpt_t *m, const int32_t *tokens, const int32_t *targets, int 
   const float *x = L ? m->act[L - 1].res2 : m->x0;
   size_t np = m->nparams;
   layernorm_fwd(m->lnf, m->lnf_mean, m->lnf_rstd, x, m->param[np - 2], m->param[np - 1], N, C);
-  linear_fwd(m->probs, m->lnf, wte, NULL, N, C, V); /* logits, then probabilities in place */
+  linear_fwd(m, m->probs, m->lnf, wte, NULL, N, C, V); /* logits, then probabilities in place */
   double loss = cross_entropy(m->probs, targets, m->losses, N, V);
   return loss / (double)N;
 }
 
+/* Gradients are reported in exactly the reverse of the registration order (each bias before its
+ * weight), the order a reducer builds its buckets in: its first-step rebuild from the observed
+ * order then keeps them (reporting weights first made it allocate every bucket again and copy
+ * the gradients over, 328 MB of node-shared memory at GPT-2 small size, for buckets that
+ * differed by 0.01 MB). */
 #define READY(i)                         \
   do {                                   \
     if (ready) ready((i), ctx);          \
@@ -509,11 +598,11 @@ void gpt_backward(gpt_t *m, int acc, gpt_grad_ready_fn ready, void *ctx) {
   cross_entropy_bwd(m->probs, m->targets, N, V, m->loss_scale / (float)N);
   const float *xL = L ? m->act[L - 1].res2 : m->x0;
   /* head: dlnf = dlogits @ wte (into dC), dwte (+)= dlogits^T @ lnf (the rest comes last) */
-  linear_bwd(m->dC, 0.0f, G[0], NULL, m->probs, m->lnf, m->param[0], N, C, V, acc);
+  linear_bwd(m, m->dC, 0.0f, G[0], NULL, m->probs, m->lnf, m->param[0], N, C, V, acc);
   layernorm_bwd(m->dres, 1, G[np - 2], G[np - 1], m->dC, xL, m->param[np - 2], m->lnf_mean,
                 m->lnf_rstd, N, C, acc);
-  READY(np - 2);
   READY(np - 1);
+  READY(np - 2);
   for (int l = L - 1; l >= 0; l--) {
     /* the shared set holds the last block's activations from the forward pass */
     if (m->recompute && l < L - 1) block_fwd(m, l, B);
@@ -523,32 +612,32 @@ void gpt_backward(gpt_t *m, int acc, gpt_grad_ready_fn ready, void *ctx) {
     float *const *P = m->param + i0;
     float **g = G + i0;
     /* MLP: dres holds d(res2) */
-    linear_bwd(m->d4C, 0.0f, g[GPT_FCPROJ_W], g[GPT_FCPROJ_B], m->dres, a->fcg, P[GPT_FCPROJ_W],
+    linear_bwd(m, m->d4C, 0.0f, g[GPT_FCPROJ_W], g[GPT_FCPROJ_B], m->dres, a->fcg, P[GPT_FCPROJ_W],
                N, 4 * C, C, acc);
-    READY(i0 + GPT_FCPROJ_W);
     READY(i0 + GPT_FCPROJ_B);
+    READY(i0 + GPT_FCPROJ_W);
     gelu_bwd(m->d4C, a->fch, 4 * N * C);
-    linear_bwd(m->dC, 0.0f, g[GPT_FC_W], g[GPT_FC_B], m->d4C, a->ln2, P[GPT_FC_W], N, C, 4 * C, acc);
-    READY(i0 + GPT_FC_W);
+    linear_bwd(m, m->dC, 0.0f, g[GPT_FC_W], g[GPT_FC_B], m->d4C, a->ln2, P[GPT_FC_W], N, C, 4 * C, acc);
     READY(i0 + GPT_FC_B);
+    READY(i0 + GPT_FC_W);
     layernorm_bwd(m->dres, 0, g[GPT_LN2_W], g[GPT_LN2_B], m->dC, a->res1, P[GPT_LN2_W],
                   a->ln2_mean, a->ln2_rstd, N, C, acc);
-    READY(i0 + GPT_LN2_W);
     READY(i0 + GPT_LN2_B);
+    READY(i0 + GPT_LN2_W);
     /* attention: dres holds d(res1) */
-    linear_bwd(m->dC, 0.0f, g[GPT_PROJ_W], g[GPT_PROJ_B], m->dres, a->atty, P[GPT_PROJ_W], N, C,
+    linear_bwd(m, m->dC, 0.0f, g[GPT_PROJ_W], g[GPT_PROJ_B], m->dres, a->atty, P[GPT_PROJ_W], N, C,
                C, acc);
-    READY(i0 + GPT_PROJ_W);
     READY(i0 + GPT_PROJ_B);
+    READY(i0 + GPT_PROJ_W);
     attention_bwd(m, a, m->dC, m->dqkv, B);
-    linear_bwd(m->dC, 0.0f, g[GPT_QKV_W], g[GPT_QKV_B], m->dqkv, a->ln1, P[GPT_QKV_W], N, C,
+    linear_bwd(m, m->dC, 0.0f, g[GPT_QKV_W], g[GPT_QKV_B], m->dqkv, a->ln1, P[GPT_QKV_W], N, C,
                3 * C, acc);
-    READY(i0 + GPT_QKV_W);
     READY(i0 + GPT_QKV_B);
+    READY(i0 + GPT_QKV_W);
     layernorm_bwd(m->dres, 0, g[GPT_LN1_W], g[GPT_LN1_B], m->dC, x, P[GPT_LN1_W], a->ln1_mean,
                   a->ln1_rstd, N, C, acc);
-    READY(i0 + GPT_LN1_W);
     READY(i0 + GPT_LN1_B);
+    READY(i0 + GPT_LN1_W);
   }
   /* embeddings: dres holds d(x0) */
   float *dwte = G[0], *dwpe = G[1];

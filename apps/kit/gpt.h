@@ -14,8 +14,9 @@
  *
  * Gradients go to grad[i]: the model's own block after creation, or buffers the caller sets
  * (gpt_set_grads: a reducer's bucket views). Backward runs from the head back and calls
- * ready(i, ctx) as soon as gradient i is complete: lnf, then block L-1's mlp.proj ... ln1, ...,
- * block 0, and last wpe and wte (the tied head's gradient gets the embedding's share last).
+ * ready(i, ctx) as soon as gradient i is complete, in exactly the reverse of the order above
+ * (lnf.b, lnf.w, block L-1's mlp.proj.b, mlp.proj.w ... ln1.w, ..., block 0, and last wpe and
+ * wte: the tied head's gradient gets the embedding's share last).
  * Every buffer is allocated once, at creation, for at most max_batch sequences.
  *
  *   gpt_t m;  gpt_config_t c = {.layers = 6, .heads = 6, .dim = 384, .seq = 256, .vocab = 256};
@@ -42,6 +43,16 @@ enum {
   GPT_LN1_W = 0, GPT_LN1_B, GPT_QKV_W, GPT_QKV_B, GPT_PROJ_W, GPT_PROJ_B,
   GPT_LN2_W, GPT_LN2_B, GPT_FC_W, GPT_FC_B, GPT_FCPROJ_W, GPT_FCPROJ_B
 };
+
+/* bf16 mixed precision (gpt_set_bf16): every linear layer's GEMMs (forward, input and weight
+ * gradients, the tied head included: ~90% of the model FLOPs at the default sizes) take their
+ * operands rounded to bf16 and sum in f32; attention's GEMMs, LayerNorm, GELU, softmax, the
+ * loss, the gradients and the parameters (the master copy the optimizer updates) stay f32.
+ * NATIVE rounds with AVX-512-BF16's VCVTNEPS2BF16 (only where the CPU has it, checked at run
+ * time), EMULATED with the same rounding in plain code: both give the same bits. The GEMMs
+ * themselves are OpenBLAS's sgemm on the rounded values (Debian's OpenBLAS 0.3.21 has no
+ * sbgemm): bf16's numerics, not its speed. */
+typedef enum gpt_bf16 { GPT_BF16_OFF = 0, GPT_BF16_EMULATED, GPT_BF16_NATIVE } gpt_bf16_t;
 
 typedef void (*gpt_grad_ready_fn)(size_t param_index, void *ctx);
 
@@ -79,6 +90,8 @@ typedef struct gpt {
   float *dres, *dC, *d4C, *dqkv, *dP;
   float *arena;
   int recompute;           /* activation checkpointing per block */
+  gpt_bf16_t bf16;         /* mixed precision mode (gpt_set_bf16) */
+  float *wbf, *abf, *dbf;  /* bf16 mode: rounded parameters (total), GEMM operand scratch */
   size_t act_bytes;        /* bytes of activations and scratch held */
   size_t act_bytes_full, act_bytes_ckpt; /* ... without and with recompute */
 } gpt_t;
@@ -106,6 +119,17 @@ double gpt_forward(gpt_t *m, const int32_t *tokens, const int32_t *targets, int 
 /* Backward pass of the last forward: writes (accumulate 0) or adds (1) every gradient and calls
  * ready(i, ctx) (if not NULL) once gradient i is complete. */
 void gpt_backward(gpt_t *m, int accumulate, gpt_grad_ready_fn ready, void *ctx);
+/* 1 when this CPU has AVX-512-BF16 (cpuid, at run time). */
+int gpt_bf16_native_supported(void);
+/* Switches bf16 mixed precision (see gpt_bf16_t) on or off; allocates its copies once (4 bytes
+ * per parameter and max_batch x seq x (4 dim + max(4 dim, vocab)) floats). Returns 0, or -1
+ * with a message in err (NATIVE on a CPU without AVX-512-BF16, out of memory). */
+int gpt_set_bf16(gpt_t *m, gpt_bf16_t mode, char *err, size_t errlen);
+/* --bf16's value: "native", "emulated", "off", or "auto" (native where the CPU has
+ * AVX-512-BF16, else emulated). Returns 0, or -1 for another string. */
+int gpt_bf16_parse(const char *s, gpt_bf16_t *mode);
+/* "off", "emulated", "native (AVX-512-BF16)" */
+const char *gpt_bf16_name(gpt_bf16_t mode);
 /* Model FLOPs per trained token: 6 * (12 L C^2 + V C) + 12 L T C (PaLM's count: the matrix
  * multiplies forward and backward, attention over the full T x T, embeddings not counted). */
 double gpt_flops_per_token(const gpt_config_t *cfg);

@@ -3,19 +3,12 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-static int data_fail(char *err, size_t errlen, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  if (err && errlen) vsnprintf(err, errlen, fmt, ap);
-  va_end(ap);
-  return -1;
-}
+#include "train_util.h" /* train_fail */
 
 static int by_name(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
@@ -25,14 +18,14 @@ static int by_name(const void *a, const void *b) {
 static int append_file(const char *path, uint8_t **buf, size_t *n, size_t *cap, char *err,
                        size_t errlen) {
   FILE *f = fopen(path, "rb");
-  if (!f) return data_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+  if (!f) return train_fail(err, errlen, "%s: cannot open: %s", path, strerror(errno));
   for (;;) {
     if (*cap - *n < 65536) {
       size_t nc = *cap ? 2 * *cap : 1 << 20;
       uint8_t *nb = realloc(*buf, nc);
       if (!nb) {
         fclose(f);
-        return data_fail(err, errlen, "out of memory reading %s", path);
+        return train_fail(err, errlen, "out of memory reading %s", path);
       }
       *buf = nb, *cap = nc;
     }
@@ -42,7 +35,7 @@ static int append_file(const char *path, uint8_t **buf, size_t *n, size_t *cap, 
   }
   int bad = ferror(f);
   fclose(f);
-  return bad ? data_fail(err, errlen, "%s: read error", path) : 0;
+  return bad ? train_fail(err, errlen, "%s: read error", path) : 0;
 }
 
 int gpt_corpus_read(const char *path, uint8_t **bytes, size_t *n, int *files, char *err,
@@ -52,11 +45,11 @@ int gpt_corpus_read(const char *path, uint8_t **bytes, size_t *n, int *files, ch
   size_t used = 0, cap = 0;
   int nfiles = 0, rc = 0;
   if (!path || stat(path, &sb) != 0)
-    return data_fail(err, errlen, "corpus %s: %s (the default is Debian's package `fortunes`)",
+    return train_fail(err, errlen, "corpus %s: %s (the default is Debian's package `fortunes`)",
                      path ? path : "(null)", path ? strerror(errno) : "no path");
   if (S_ISDIR(sb.st_mode)) {
     DIR *d = opendir(path);
-    if (!d) return data_fail(err, errlen, "corpus %s: %s", path, strerror(errno));
+    if (!d) return train_fail(err, errlen, "corpus %s: %s", path, strerror(errno));
     char **names = NULL;
     size_t nn = 0, capn = 0;
     struct dirent *e;
@@ -70,10 +63,10 @@ int gpt_corpus_read(const char *path, uint8_t **bytes, size_t *n, int *files, ch
       if (nn == capn) {
         capn = capn ? 2 * capn : 64;
         char **nb = realloc(names, capn * sizeof(char *));
-        if (!nb) rc = data_fail(err, errlen, "out of memory");
+        if (!nb) rc = train_fail(err, errlen, "out of memory");
         else names = nb;
       }
-      if (rc == 0 && !(names[nn++] = strdup(e->d_name))) rc = data_fail(err, errlen, "out of memory");
+      if (rc == 0 && !(names[nn++] = strdup(e->d_name))) rc = train_fail(err, errlen, "out of memory");
     }
     closedir(d);
     if (rc == 0 && nn) qsort(names, nn, sizeof(char *), by_name);
@@ -89,7 +82,7 @@ int gpt_corpus_read(const char *path, uint8_t **bytes, size_t *n, int *files, ch
     rc = append_file(path, &buf, &used, &cap, err, errlen);
     nfiles = 1;
   }
-  if (rc == 0 && used == 0) rc = data_fail(err, errlen, "corpus %s is empty", path);
+  if (rc == 0 && used == 0) rc = train_fail(err, errlen, "corpus %s is empty", path);
   if (rc != 0) {
     free(buf);
     return -1;

@@ -55,6 +55,10 @@ void train_scaler_update(train_scaler_t *s, int finite);
 /* Seconds on the monotonic clock. */
 double train_now(void);
 
+/* The kit's "return -1 with a message" for functions that take (char *err, size_t errlen):
+ * formats into err (when err and errlen) and returns -1. */
+int train_fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 #ifdef __cplusplus
 }
 #endif

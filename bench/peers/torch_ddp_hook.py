@@ -14,6 +14,11 @@ efficiency step(np=1) / step(np=N) of each; -J writes JSON.
 
     /usr/bin/python3 bench/peers/torch_ddp_hook.py --np 2 --steps 30 -J torch_ddp_hook.json
 
+--model gpt: the same on W-GPT instead (torch_gpt.py's GPT-2 decoder, --layers --heads --dim
+--seq, per-rank batch 8 sequences of random tokens, AdamW + clip as gpt_train; what
+bench/peers/gpt_compare.sh runs with --only "gloo,mpiddp hook"); the rows then also give
+tokens/s.
+
 Needs the mpiddp package and library: PYTHONPATH=python MPIDDP_LIBRARY=build/libmpiddp.so
 (or an installed mpiddp); rendezvous on 127.0.0.1 (loopback only)."""
 import argparse
@@ -45,6 +50,9 @@ def worker(args):
     import torch.nn as nn
     import mpiddp.torch
     from torch_ddp_mlp import model, time_steps, trainer
+    if args.model == "gpt":
+        from torch_gpt import bench_model, bench_trainer
+        model, trainer = (lambda: bench_model(args)), bench_trainer
     torch.set_num_threads(1)
     comm = mpiddp.torch.init_process_group()
     world, rank = comm.size, comm.rank
@@ -91,12 +99,20 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--blocks", type=int, default=3, help="alternating blocks per comm (default 3)")
-    ap.add_argument("--batch", type=int, default=64, help="per-rank batch (default 64)")
+    ap.add_argument("--batch", type=int, help="per-rank batch (default 64; --model gpt: 8)")
+    ap.add_argument("--model", choices=("mlp", "gpt"), default="mlp",
+                    help="W-DDP's MLP (default) or W-GPT's decoder (torch_gpt.py)")
+    ap.add_argument("--layers", type=int, default=6, help="--model gpt (default 6)")
+    ap.add_argument("--heads", type=int, default=6, help="--model gpt (default 6)")
+    ap.add_argument("--dim", type=int, default=384, help="--model gpt (default 384)")
+    ap.add_argument("--seq", type=int, default=256, help="--model gpt (default 256)")
     ap.add_argument("-J", "--json", help="write the results as JSON")
     ap.add_argument("--only", help="comma-separated configurations of the np=N run (default: "
                     "all: %s)" % ", ".join(CONFIGS))
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # set by the launch: result file
     args = ap.parse_args()
+    if args.batch is None:
+        args.batch = 8 if args.model == "gpt" else 64
     if args.worker:
         return worker(args)
     import torch
@@ -110,7 +126,9 @@ def main():
             cmd = ["bash", LAUNCH, "-n", str(w), "-e", "PYTHONPATH", sys.executable,
                    os.path.abspath(__file__), "--worker", out, "--steps", str(args.steps),
                    "--warmup", str(args.warmup), "--blocks", str(args.blocks),
-                   "--batch", str(args.batch)] + (["--only", args.only] if args.only else [])
+                   "--batch", str(args.batch), "--model", args.model, "--layers",
+                   str(args.layers), "--heads", str(args.heads), "--dim", str(args.dim), "--seq",
+                   str(args.seq)] + (["--only", args.only] if args.only else [])
             env = dict(os.environ)
             env["PYTHONPATH"] = os.pathsep.join(
                 [HERE] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
@@ -122,9 +140,13 @@ def main():
             with open(out) as f:
                 res[w] = json.load(f)
     base = res[1]["none"][0]
-    print("# torch %s DDP W-DDP MLP 784-2048-2048-2048-10, per-rank batch %d, SGD, 1 thread per "
-          "rank, %d steps (+%d warm-up) in %d alternating blocks, median step of the slowest rank"
-          % (torch.__version__, args.batch, args.steps, args.warmup, args.blocks))
+    what = ("W-DDP MLP 784-2048-2048-2048-10, per-rank batch %d, SGD" % args.batch
+            if args.model == "mlp" else
+            "W-GPT GPT L%d H%d C%d T%d V256, per-rank batch %d x %d tokens, AdamW + clip"
+            % (args.layers, args.heads, args.dim, args.seq, args.batch, args.seq))
+    print("# torch %s DDP %s, 1 thread per rank, %d steps (+%d warm-up) in %d alternating blocks, "
+          "median step of the slowest rank" % (torch.__version__, what, args.steps, args.warmup,
+                                               args.blocks))
     print("#%3s %-22s %9s %9s %10s %10s" % ("np", "comm", "step_ms", "mean_ms", "samples/s",
                                            "efficiency"))
     rows = [(1, "none", res[1]["none"])] + [(args.np, k, res[args.np][k]) for k in CONFIGS
@@ -136,13 +158,15 @@ def main():
                                                         args.batch * w / med, eff))
         recs.append({"np": w, "comm": k, "step_ms": med * 1e3, "step_mean_ms": mean * 1e3,
                      "samples_per_s": args.batch * w / med, "efficiency": eff})
+        if args.model == "gpt":
+            recs[-1]["tokens_per_s"] = args.batch * args.seq * w / med
     sps = {k: args.batch * w / med for w, k, (med, _) in rows}
     if "gloo" in sps:
         print("# samples/s over gloo's: " + ", ".join(
             "%s %.2fx" % (k, v / sps["gloo"]) for k, v in sps.items() if k.startswith("mpiddp")))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"runs": recs, "torch": torch.__version__}, f, indent=1)
+            json.dump({"runs": recs, "torch": torch.__version__, "model": args.model}, f, indent=1)
     return 0
 
 

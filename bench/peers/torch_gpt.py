@@ -74,7 +74,8 @@ class GPT(nn.Module):
         self.wpe = nn.Embedding(T, C)
         self.blocks = nn.ModuleList(Block(C, H) for _ in range(L))
         self.lnf = nn.LayerNorm(C)
-        self.register_buffer("mask", torch.triu(torch.ones(T, T, dtype=torch.bool), 1))
+        # a plain attribute, not a buffer: DDP broadcasts buffers, and gloo has no bool type
+        self.mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1)
 
     def forward(self, idx, targets):
         T = idx.shape[1]
@@ -234,15 +235,17 @@ def names(L):
     return ["wte", "wpe"] + [f"h{l}.{p}" for l in range(L) for p in per] + ["lnf.w", "lnf.b"]
 
 
-def bench_rank(rank, world, port, args, q):
-    torch.set_num_threads(1)
+def bench_model(args):
+    """The --bench model (vocab 256, the byte tokenizer's), seeded."""
     torch.manual_seed(0)
-    model = GPT(args.layers, args.heads, args.dim, args.seq, 256)
-    m = model
-    if world > 1:
-        init_gloo(rank, world, port)
-        m = nn.parallel.DistributedDataParallel(model)
-    ts = model.tensors()
+    return GPT(args.layers, args.heads, args.dim, args.seq, 256)
+
+
+def bench_trainer(m, rank, args):
+    """One AdamW + clip step of `m` (the GPT or a DDP wrapper of it) on this rank's random
+    tokens: gpt_train's recipe (decay on the 2-D tensors, betas 0.9/0.95, clip 1). Also the
+    model of torch_ddp_hook.py --model gpt."""
+    ts = getattr(m, "module", m).tensors()
     decay = [t for t in ts if t.dim() == 2]
     nodecay = [t for t in ts if t.dim() != 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1},
@@ -256,6 +259,16 @@ def bench_rank(rank, world, port, args, q):
         m(x, y).backward()
         torch.nn.utils.clip_grad_norm_(ts, 1.0)
         opt.step()
+    return step
+
+
+def bench_rank(rank, world, port, args, q):
+    torch.set_num_threads(1)
+    m = bench_model(args)
+    if world > 1:
+        init_gloo(rank, world, port)
+        m = nn.parallel.DistributedDataParallel(m)
+    step = bench_trainer(m, rank, args)
 
     med, _ = time_steps(step, args.steps, args.warmup_steps, world)
     if world > 1:

@@ -2,6 +2,8 @@
 # PNG plots with gnuplot (Debian gnuplot-nox):
 #   tools/plot/plot.sh bench RESULTS.json OUT.png [TITLE]   busbw vs size, one line per algorithm
 #   tools/plot/plot.sh train OUT.png RUN.csv[=LABEL] ...     ddp_train loss and accuracy curves
+#   tools/plot/plot.sh gpt OUT.png RUN.txt[=LABEL] ...       gpt_train loss curves (train and
+#                                                            validation) from its printed table
 #   tools/plot/plot.sh timeline TRACE.json OUT.png [CONFIG] [STEP]
 #                                                            one ddp_bench DDP step per rank
 #                                                            (DDP_TIMELINE), see timeline.py
@@ -31,6 +33,27 @@ train)
   done
   gnuplot -e "files='$files'; labels='${labels//\'/}'; out='$out'" "$here/train.gp"
   ;;
+gpt)
+  [ $# -ge 3 ] || { echo "usage: $0 gpt OUT.png RUN.txt[=LABEL] ..." >&2; exit 2; }
+  out=$2
+  shift 2
+  tmpd=$(mktemp -d /tmp/gptplot.XXXXXX)
+  trap 'rm -rf "$tmpd"' EXIT
+  files="" labels="" k=0
+  for a in "$@"; do
+    f=${a%%=*}
+    l=${a#*=}
+    [ "$l" = "$a" ] && l=$(basename "$f" .txt)
+    [ -r "$f" ] || { echo "plot.sh: cannot read $f" >&2; exit 2; }
+    k=$((k + 1))
+    # gpt_train's rows: step train_loss val_loss ("-" when not computed) tokens/s ms/step
+    awk '$1 ~ /^[0-9]+$/ && NF >= 5 { print $1, $2, ($3 == "-" ? "NaN" : $3) }' "$f" >"$tmpd/$k.dat"
+    [ -s "$tmpd/$k.dat" ] || { echo "plot.sh: no gpt_train table rows in $f" >&2; exit 2; }
+    files+="${files:+ }$tmpd/$k.dat"
+    labels+="${labels:+ }\"${l//\"/}\""
+  done
+  gnuplot -e "files='$files'; labels='${labels//\'/}'; out='$out'" "$here/gpt.gp"
+  ;;
 timeline)
   [ $# -ge 3 ] || { echo "usage: $0 timeline TRACE.json OUT.png [CONFIG] [STEP]" >&2; exit 2; }
   dat=$(mktemp /tmp/timeline.XXXXXX.dat)
@@ -43,7 +66,7 @@ timeline)
   out=$3
   ;;
 *)
-  echo "usage: $0 bench RESULTS.json OUT.png [TITLE] | train OUT.png RUN.csv[=LABEL] ... | timeline TRACE.json OUT.png [CONFIG] [STEP]" >&2
+  echo "usage: $0 bench RESULTS.json OUT.png [TITLE] | train OUT.png RUN.csv[=LABEL] ... | gpt OUT.png RUN.txt[=LABEL] ... | timeline TRACE.json OUT.png [CONFIG] [STEP]" >&2
   exit 2
   ;;
 esac
