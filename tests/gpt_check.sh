@@ -15,7 +15,6 @@
 #               (--stop-after, checkpoints every 8) and resumed, and a --zero 1 run stopped by
 #               SIGUSR1 to one rank (the ranks agree on a step, checkpoint, exit 75) and resumed,
 #               against the uninterrupted run: the same per-step losses and final CRC
-  ;;
 #       bf16    at NP ranks, 20 steps with --bf16 emulated against f32: every step's loss within
 #               BF16_TOL (1e-3; measured 4.2e-5) relative but not all equal to f32's (the mode
 #               is applied), the loss falling; where the CPU has AVX-512-BF16,
@@ -155,6 +154,7 @@ resume)
     [ -n "$(crc ref)" ] && [ "$(crc ref)" = "$(crc $v)" ] || bad "$v final parameters differ: '$(crc $v)' vs '$(crc ref)'"
   done
   [ $fail = 0 ] && say "uninterrupted, stopped at 40 + resumed, --zero 1 stopped at $k by SIGUSR1 + resumed: $(crc ref)"
+  ;;
 bf16)
   tol=${BF16_TOL:-1e-3}
   run() { # name, options...
