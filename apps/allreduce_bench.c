@@ -623,7 +623,7 @@ int main(int argc, char **argv) {
         const char *model = list[k];
         ddp_coll_opts_t co;
         ddp_coll_opts_default(&co);
-        if (!strcmp(model, "auto")) ddp_allreduce_choice(comm_, b.recv, cnt, a.dtype, &co, &model);
+        if (have_bw && !strcmp(model, "auto")) ddp_allreduce_choice(comm_, b.recv, cnt, a.dtype, &co, &model);
         r[ip].bwpct = have_bw ? membw_percent(&mbw, model, bytes, ip, a.mem == M_SHARED, r[ip].time_us) : -1;
       }
       if (bad) {
