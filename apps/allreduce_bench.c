@@ -624,7 +624,7 @@ static void run_sweep(sweep_t *s) {
         const char *model = s->list[k];
         ddp_coll_opts_t co;
         ddp_coll_opts_default(&co);
-        if (!strcmp(model, "auto"))
+        if (s->have_bw && !strcmp(model, "auto"))
           ddp_allreduce_choice(comm_, s->b.recv, count_for(a, bytes), a->dtype, &co, &model);
         r[ip].bwpct = s->have_bw ? membw_percent(&s->mbw, model, bytes, ip, a->mem == M_SHARED, r[ip].time_us)
                                  : -1;
