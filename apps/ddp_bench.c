@@ -113,6 +113,10 @@ static int parse_layers(const char *s, void *target) {
   return b->nsizes >= 2 && !*s ? 0 : -1;
 }
 
+static int parse_hook(const char *s, void *target) {
+  return ddp_hook_parse(s, (ddp_hook_t *)target) == DDP_OK ? 0 : -1;
+}
+
 static int parse_algo(const char *s, void *target) {
   return ddp_algo_parse(s, (ddp_algo_t *)target) == DDP_OK ? 0 : -1;
 }
@@ -148,11 +152,9 @@ static int parse_args(int argc, char **argv, bench_t *b, cli_t *c) {
   /* The loss carries 1/world (predivided) by default: the same averaged gradients without a
    * division pass over the buckets; --no-predivide makes the reducer divide instead. */
   c->base = (cfg_t){"ddp", 10.0, 1.0, DDP_ALGO_AUTO, 1, 1, 1, DDP_HOOK_NONE, 0};
-  static const char *const hooks[] = {"none", "fp16", "bf16", NULL}, *const devices[] = {"host", "cuda", NULL},
-                           *const optims[] = {"sgd", "adamw", NULL};
-  static const int hook_ids[] = {DDP_HOOK_NONE, DDP_HOOK_FP16, DDP_HOOK_BF16},
-                   optim_ids[] = {TRAIN_OPTIM_SGD, TRAIN_OPTIM_ADAMW};
-  int hook = DDP_HOOK_NONE, optim = TRAIN_OPTIM_SGD;
+  static const char *const devices[] = {"host", "cuda", NULL}, *const optims[] = {"sgd", "adamw", NULL};
+  static const int optim_ids[] = {TRAIN_OPTIM_SGD, TRAIN_OPTIM_ADAMW};
+  int optim = TRAIN_OPTIM_SGD;
   const app_opt_t table[] = {
       APP_INT("--steps", &b->steps, 1, 1000000), APP_INT("--warmup", &b->warmup, 1, 1000000),
       APP_INT("--batch", &b->batch, 1, 1 << 20),
@@ -160,7 +162,7 @@ static int parse_args(int argc, char **argv, bench_t *b, cli_t *c) {
       APP_DOUBLE("--bucket-cap-mb", &c->base.cap_mb, 1e-6, 65536.0),
       APP_DOUBLE("--first-bucket-mb", &c->base.first_mb, 1e-6, 65536.0),
       APP_CUSTOM("--algo", &c->base.algo, parse_algo, "an allreduce algorithm"),
-      APP_ENUM("--hook", &hook, hooks, hook_ids), APP_ENUM("--device", &b->device_cuda, devices, NULL),
+      APP_CUSTOM("--hook", &c->base.hook, parse_hook, "none, fp16 or bf16"), APP_ENUM("--device", &b->device_cuda, devices, NULL),
       APP_STR("-J", &c->json), APP_ENUM("--optim", &optim, optims, optim_ids),
       APP_CUSTOM("--zero", c, parse_zero_list, "a list of ZeRO modes such as 0,1,2"),
       APP_FLAG("--no-overlap", &c->base.overlap, 0), APP_FLAG("--no-views", &c->base.views, 0),
@@ -168,7 +170,6 @@ static int parse_args(int argc, char **argv, bench_t *b, cli_t *c) {
       APP_FLAG("--sweep", &c->sweep, 1), APP_FLAG("--no-check", &b->no_check, 1), APP_OPTS_END};
   int pr = app_opts_parse("ddp_bench", table, argc, argv, stderr);
   if (pr != APP_OPTS_OK) usage();
-  c->base.hook = (ddp_hook_t)hook;
   b->optim = (train_optim_kind_t)optim;
   return pr;
 }
@@ -549,16 +550,13 @@ static int run_all(bench_t *b, const cfg_t *cfgs, int n, result_t *res) {
   return 0;
 }
 
-static const char *hook_name(ddp_hook_t h) {
-  return h == DDP_HOOK_FP16 ? "fp16" : h == DDP_HOOK_BF16 ? "bf16" : "none";
-}
 
 static void print_row(const bench_t *b, const result_t *r) {
   printf("%-22s %3d %9zu %10.2f %9.2f %7.3f %8.3f %9.2f %8.2f %6.0f%% %9.0f %4zu %7.1f %-12s %-3s %-3s %-4s %8.1e%s\n",
          r->cfg.label, b->size, b->m.total, r->compute_ms, r->step_ms, r->efficiency,
          r->compute_min_ms / r->step_min_ms, r->exposed_ms,
          r->comm_ms, r->hidden * 100.0, r->samples_per_s, r->nbuckets, r->cfg.cap_mb, r->algo_used,
-         r->cfg.overlap ? "on" : "off", r->cfg.views ? "on" : "off", hook_name(r->cfg.hook),
+         r->cfg.overlap ? "on" : "off", r->cfg.views ? "on" : "off", ddp_hook_name(r->cfg.hook),
          r->grad_err, r->step_wrong || r->wrong ? " WRONG" : "");
 }
 
@@ -576,7 +574,7 @@ static void json_row(FILE *fp, const bench_t *b, const result_t *r) {
           r->cfg.label, b->size, b->m.total, b->batch, b->steps, r->compute_ms, r->step_ms,
           r->efficiency, r->exposed_ms, r->comm_ms, r->hidden, r->samples_per_s, r->cfg.cap_mb,
           r->cfg.first_mb, r->nbuckets, r->wire_bytes, r->algo_used, r->cfg.overlap ? "true" : "false",
-          r->cfg.views ? "true" : "false", hook_name(r->cfg.hook), b->device_cuda ? "cuda" : "host",
+          r->cfg.views ? "true" : "false", ddp_hook_name(r->cfg.hook), b->device_cuda ? "cuda" : "host",
           r->cfg.predivided ? "true" : "false", r->compute_min_ms, r->step_min_ms,
           r->compute_min_ms / r->step_min_ms, r->compute_mean_ms, r->step_mean_ms,
           r->compute_mean_ms / r->step_mean_ms, r->grad_err, r->grad_tol,

@@ -152,15 +152,18 @@ static void usage(FILE *f) {
 /* The option table over o; the enum-valued options land in the ints of e (then copied: an
  * enum's storage need not be an int's). */
 typedef struct {
-  int model, hook, sync, amp, device, optim, sync_at, lanes_at;
+  int model, sync, amp, device, optim, sync_at, lanes_at;
 } enum_args_t;
+
+static int parse_hook(const char *s, void *target) {
+  return ddp_hook_parse(s, (ddp_hook_t *)target) == DDP_OK ? 0 : -1;
+}
 
 static int parse_table(int argc, char **argv, opts_t *o, enum_args_t *e, int quiet) {
   static const char *const models[] = {"mlp", "cnn", NULL}, *const syncs[] = {"reducer", "mpi", NULL},
                            *const halves[] = {"none", "fp16", "bf16", NULL},
                            *const devices[] = {"host", "cuda", NULL}, *const optims[] = {"sgd", "adamw", NULL};
-  static const int hooks[] = {DDP_HOOK_NONE, DDP_HOOK_FP16, DDP_HOOK_BF16},
-                   amps[] = {TRAIN_AMP_NONE, TRAIN_AMP_FP16, TRAIN_AMP_BF16}, sync_kinds[] = {SYNC_REDUCER, SYNC_MPI},
+  static const int amps[] = {TRAIN_AMP_NONE, TRAIN_AMP_FP16, TRAIN_AMP_BF16}, sync_kinds[] = {SYNC_REDUCER, SYNC_MPI},
                    optim_kinds[] = {TRAIN_OPTIM_SGD, TRAIN_OPTIM_ADAMW};
   const app_opt_t table[] = {
       APP_INT("--epochs", &o->epochs, 1, 100000), APP_LONG("--batch", &o->batch, 1, 65536),
@@ -169,7 +172,7 @@ static int parse_table(int argc, char **argv, opts_t *o, enum_args_t *e, int qui
       APP_INT("--zero", &o->zero, 0, 2), APP_LONG("--warmup", &o->warmup, 0, LONG_MAX),
       APP_ENUM("--model", &e->model, models, NULL), APP_U64("--seed", &o->seed),
       APP_STR("--algo", &o->algo), APP_DOUBLE("--bucket-cap-mb", &o->bucket_cap_mb, 0.001, 65536.0),
-      APP_ENUM("--hook", &e->hook, halves, hooks), APP_ENUM("--amp", &e->amp, halves, amps),
+      APP_CUSTOM("--hook", &o->hook, parse_hook, "none, fp16 or bf16"), APP_ENUM("--amp", &e->amp, halves, amps),
       /* the later of --sync and --deterministic (its lanes) decides the exchange */
       {.names = "--sync", .kind = APP_OPT_ENUM, .target = &e->sync, .choices = syncs,
        .values = sync_kinds, .seen = &e->sync_at},
@@ -191,7 +194,6 @@ static int parse_table(int argc, char **argv, opts_t *o, enum_args_t *e, int qui
   if (pr == APP_OPTS_HELP && !quiet) usage(stdout);
   if (pr != APP_OPTS_OK) return pr;
   o->model = models[e->model];
-  o->hook = (ddp_hook_t)e->hook;
   o->sync = e->lanes_at > e->sync_at ? SYNC_LANES : (sync_kind_t)e->sync;
   o->amp = (train_amp_t)e->amp;
   o->device = e->device;
@@ -205,7 +207,7 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
                 .warmup = -1, .model = "mlp", .seed = 0, .algo = NULL, .bucket_cap_mb = 10.0,
                 .hook = DDP_HOOK_NONE, .data = NULL, .threads = 1, .sync = SYNC_REDUCER, .progress = -1, .loss_scale = 65536.0};
   o->keep = 2;
-  enum_args_t e = {.hook = DDP_HOOK_NONE, .sync = SYNC_REDUCER, .amp = TRAIN_AMP_NONE,
+  enum_args_t e = {.sync = SYNC_REDUCER, .amp = TRAIN_AMP_NONE,
                    .optim = TRAIN_OPTIM_SGD};
   int pr = parse_table(argc, argv, o, &e, quiet);
   if (pr != 0) return pr;
@@ -909,9 +911,6 @@ static const char *amp_name(train_amp_t a) {
   return a == TRAIN_AMP_FP16 ? "fp16" : a == TRAIN_AMP_BF16 ? "bf16" : "none";
 }
 
-static const char *hook_name(ddp_hook_t h) {
-  return h == DDP_HOOK_FP16 ? "fp16" : h == DDP_HOOK_BF16 ? "bf16" : "none";
-}
 
 /* Rank 0's header: model, data, schedule, exchange, precision, memory, resume position. */
 static void print_header(const trainer_t *t) {
@@ -936,7 +935,7 @@ static void print_header(const trainer_t *t) {
            o->zero == 2 ? "; gradient pages outside the shard released between steps" : "");
   if (o->sync == SYNC_REDUCER)
     printf("# grad sync: reducer, %zu bucket(s) (cap %g MB), hook %s, algo %s, buckets on %s; "
-           "BLAS threads %d\n", t->rs.nbuckets, o->bucket_cap_mb, hook_name(o->hook),
+           "BLAS threads %d\n", t->rs.nbuckets, o->bucket_cap_mb, ddp_hook_name(o->hook),
            o->algo ? o->algo : "auto", o->device ? t->devdesc : "host", o->threads);
   else if (o->sync == SYNC_LANES)
     printf("# grad sync: deterministic, %ld lanes (%ld per rank), one f64 allreduce of %zu "
