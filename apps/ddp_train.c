@@ -724,7 +724,7 @@ static int elastic_fits(void *ctx, const ckpt_view_t *v, char *err, size_t errle
  * when --resume auto found nothing), or 3 when the checkpoint is refused (rank 0 said why). */
 static int resume(trainer_t *t) {
   const opts_t *o = &t->o;
-  ckpt_state_t want = {.nparams = (uint32_t)t->m.nparams, .batch = (uint64_t)o->batch,
+  ckpt_state_t want = {.nparams = (uint32_t)t->m.nparams, .world = t->size, .batch = (uint64_t)o->batch,
                        .seed = o->seed, .optim = (uint32_t)o->optim, .nstate = ckpt_nstate(o)};
   snprintf(want.model, sizeof want.model, "%s", o->model);
   int rc = train_restart_load(&t->rst, &want, t->m.count, train_optim_name(o->optim));

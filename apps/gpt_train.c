@@ -5,7 +5,9 @@
  * accumulation, ZeRO-1/2 through the reducer's shard mode. Launch it like any MPI program:
  *   mpirun -np 2 build/apps/gpt_train --steps 200
  * Rank 0 prints one line per --log-every steps (train loss, validation loss when computed,
- * tokens/s, ms/step); --deterministic L makes the run independent of the rank count. */
+ * tokens/s, ms/step); --deterministic L makes the run independent of the rank count;
+ * --checkpoint-dir / --resume auto continue a run step for step, also after SIGTERM / SIGUSR1
+ * (apps/kit/train_restart.h, apps/ddp_run). */
 #include <cblas.h>
 #include <errno.h>
 #include <limits.h>
@@ -24,6 +26,7 @@
 #include "gpt.h"
 #include "gpt_data.h"
 #include "train_optim.h"
+#include "train_restart.h"
 #include "train_util.h"
 
 typedef struct opts {
@@ -34,6 +37,8 @@ typedef struct opts {
   uint64_t seed;
   int zero, threads, recompute;
   const char *data, *algo, *dump_init, *dump_grads, *log_steps;
+  const char *checkpoint_dir, *resume; /* --checkpoint-dir DIR, --resume auto|PATH */
+  long checkpoint_every, keep, stop_after;
 } opts_t;
 
 static void usage(FILE *f) {
@@ -69,7 +74,17 @@ static void usage(FILE *f) {
           "  --threads N              OpenBLAS threads per rank (default 1)\n"
           "  --dump-init FILE         write the initial parameters (rank 0; see torch_gpt.py)\n"
           "  --dump-grads FILE        write step 1's averaged gradients, before clipping\n"
-          "  --log-steps FILE         every step's loss, learning rate and gradient norm\n",
+          "  --log-steps FILE         every step's loss, learning rate and gradient norm\n"
+          "  --checkpoint-dir DIR     numbered checkpoints (parameters, AdamW state, data position)\n"
+          "                           in DIR, DIR/LATEST naming the newest, the newest --keep K\n"
+          "                           kept (default 2); SIGTERM or SIGUSR1 then stops every rank\n"
+          "                           at one agreed step, writes a checkpoint and exits with\n"
+          "                           status 75 (resume it; apps/ddp_run)\n"
+          "  --checkpoint-every K     ... every K steps (default: at the end of the run only)\n"
+          "  --resume auto|PATH       auto: the newest checkpoint of --checkpoint-dir that\n"
+          "                           validates (falling back to older ones; none: from scratch);\n"
+          "                           PATH: that file (same -np, --batch, --seed, model)\n"
+          "  --stop-after N           stop after step N, as if interrupted (tests)\n",
           GPT_DEFAULT_CORPUS);
 }
 
@@ -81,7 +96,7 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
                 .batch = -1, .accum = 1, .steps = 1000, .warmup = -1, .log_every = 10,
                 .val_every = 100, .val_windows = 64, .lr = 6e-4, .wd = 0.1, .beta1 = 0.9,
                 .beta2 = 0.95, .eps = 1e-8, .clip = 1.0, .bucket_cap_mb = 10.0, .threads = 1,
-                .data = GPT_DEFAULT_CORPUS};
+                .data = GPT_DEFAULT_CORPUS, .keep = 2};
   int layers = -1, heads = -1, dim = -1, seq = -1, preset = 0;
   static const char *const presets[] = {"gpt2-124m", NULL};
   const app_opt_t table[] = {
@@ -103,6 +118,9 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
       APP_DOUBLE("--bucket-cap-mb", &o->bucket_cap_mb, 0.001, 65536.0),
       APP_STR("--data", &o->data), APP_STR("--algo", &o->algo), APP_STR("--dump-init", &o->dump_init),
       APP_STR("--dump-grads", &o->dump_grads), APP_STR("--log-steps", &o->log_steps),
+      APP_STR("--checkpoint-dir", &o->checkpoint_dir), APP_STR("--resume", &o->resume),
+      APP_LONG("--checkpoint-every", &o->checkpoint_every, 1, LONG_MAX),
+      APP_LONG("--keep", &o->keep, 1, 1000000), APP_LONG("--stop-after", &o->stop_after, 1, LONG_MAX),
       APP_OPTS_END};
   int pr = app_opts_parse("gpt_train", table, argc, argv, quiet ? NULL : stderr);
   if (pr == APP_OPTS_HELP && !quiet) usage(stdout);
@@ -123,6 +141,10 @@ static int parse_args(int argc, char **argv, opts_t *o, int quiet) {
   }
   if (o->lanes && o->zero) {
     if (!quiet) fprintf(stderr, "gpt_train: --deterministic exchanges f64 lane sums: not with --zero\n");
+    return -1;
+  }
+  if ((o->checkpoint_every || (o->resume && !strcmp(o->resume, "auto"))) && !o->checkpoint_dir) {
+    if (!quiet) fprintf(stderr, "gpt_train: --checkpoint-every and --resume auto need --checkpoint-dir DIR\n");
     return -1;
   }
   return 0;
@@ -154,6 +176,16 @@ typedef struct trainer {
   int32_t *lane_tok, *lane_tgt;
   FILE *steplog;
   double comp_s;            /* time in the steps (not validation) since the last line */
+  uint64_t mb_in_epoch;     /* micro-batches of epoch `epoch` taken (the data position) */
+  /* Restarts: stop on request, checkpoints, the resumed position and log-line sums; the
+   * optimizer's state pointers as a checkpoint layout names them (group and index of each
+   * tensor in t->gidx). */
+  train_restart_t rst;
+  uint64_t start_step;
+  double resume_loss_acc;
+  long resume_n_acc;
+  float **state_ptr;
+  size_t *gidx;
 } trainer_t;
 
 static void *xmalloc(size_t bytes) {
@@ -230,9 +262,11 @@ static int next_batch(trainer_t *t) {
   APP_CHECK(ddp_loader_next(t->loader, &b));
   if (b.count == 0) {
     t->epoch++;
+    t->mb_in_epoch = 0;
     APP_CHECK(ddp_loader_start_epoch(t->loader, t->epoch));
     APP_CHECK(ddp_loader_next(t->loader, &b));
   }
+  t->mb_in_epoch++;
   const size_t T = (size_t)t->o.cfg.seq;
   for (size_t j = 0; j < b.count; j++)
     for (size_t k = 0; k < T; k++) {
@@ -257,6 +291,20 @@ static int point_grads(trainer_t *t) {
   return 0;
 }
 
+/* The state a checkpoint holds, as this rank sees it: the parameters and both AdamW groups'
+ * moments over this rank's ranges (all of every tensor, or its --zero shard), in tensor order. */
+static train_restart_layout_t restart_layout(trainer_t *t) {
+  gpt_t *m = &t->m;
+  size_t np = m->nparams, nst = t->opt[0] ? train_optim_nstate(t->opt[0]) : 0;
+  for (size_t k = 0; k < nst; k++)
+    for (size_t i = 0; i < np; i++)
+      t->state_ptr[k * np + i] = train_optim_state_buf(t->opt[m->ndim[i] == 2 ? 0 : 1], k)[t->gidx[i]];
+  return (train_restart_layout_t){.nparams = np, .count = m->count, .param = m->param,
+                                  .nstate = nst, .state = t->state_ptr,
+                                  .shard_begin = t->shard_begin, .shard_count = t->shard_count,
+                                  .sharded = t->o.zero != 0};
+}
+
 /* The optimizer groups over the elements each rank updates: all of every tensor, or (--zero)
  * the reducer's shard, known after the first finish. */
 static int ensure_optim(trainer_t *t) {
@@ -276,6 +324,11 @@ static int ensure_optim(trainer_t *t) {
       fprintf(stderr, "gpt_train: out of memory for the optimizer\n");
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
+  }
+  if (t->rst.state_pending) { /* a resumed checkpoint's moments and step count */
+    train_restart_layout_t lay = restart_layout(t);
+    train_restart_take_state(&t->rst, &lay);
+    for (int g = 0; g < 2; g++) train_optim_set_steps(t->opt[g], t->rst.view.st.optim_steps);
   }
   return 0;
 }
@@ -430,8 +483,10 @@ static int setup_model(trainer_t *t) {
   t->pp = xmalloc(sizeof(float *) * np), t->gp = xmalloc(sizeof(float *) * np);
   t->bp = xmalloc(sizeof(size_t) * np), t->cp = xmalloc(sizeof(size_t) * np);
   for (int g = 0; g < 2; g++) t->grp[g] = xmalloc(sizeof(size_t) * np), t->ngrp[g] = 0;
+  t->gidx = xmalloc(sizeof(size_t) * np), t->state_ptr = xmalloc(sizeof(float *) * 2 * np);
   for (size_t i = 0; i < np; i++) {
     int g = m->ndim[i] == 2 ? 0 : 1;
+    t->gidx[i] = t->ngrp[g];
     t->grp[g][t->ngrp[g]++] = i;
   }
   if (o->lanes) {
@@ -463,6 +518,61 @@ static int setup_model(trainer_t *t) {
   return point_grads(t);
 }
 
+/* The model's name in a checkpoint: the head count is the one size the tensor shapes do not
+ * tell. */
+static void model_name(const opts_t *o, char *name, size_t len) {
+  snprintf(name, len, "gpt-h%d", o->cfg.heads);
+}
+
+/* --resume (train_restart_load: PATH, or auto: the newest checkpoint of --checkpoint-dir that
+ * validates; one of another run is refused): the parameters now, the AdamW state when the
+ * optimizer is created (ensure_optim; with --zero once the shard is known), the data position
+ * and the log line's sums. Returns 0 (also when auto found nothing), or 3 on every rank when
+ * the checkpoint is refused (rank 0 said why). */
+static int resume(trainer_t *t) {
+  const opts_t *o = &t->o;
+  ckpt_state_t want = {.nparams = (uint32_t)t->m.nparams, .world = t->size, .batch = (uint64_t)o->batch,
+                       .seed = o->seed, .optim = TRAIN_OPTIM_ADAMW, .nstate = 2};
+  model_name(o, want.model, sizeof want.model);
+  int rc = train_restart_load(&t->rst, &want, t->m.count, train_optim_name(TRAIN_OPTIM_ADAMW));
+  if (rc != 0 || !t->rst.resumed) return rc;
+  train_restart_layout_t lay = restart_layout(t);
+  train_restart_take_params(&t->rst, &lay);
+  const ckpt_state_t *st = &t->rst.view.st;
+  if (st->global_step > (uint64_t)o->steps || st->step_in_epoch > t->steps_per_epoch) {
+    if (t->rank == 0)
+      fprintf(stderr, "gpt_train: checkpoint position step %llu (epoch %llu, micro-batch %llu) is "
+              "beyond this run (%ld steps, %llu micro-batches an epoch)\n",
+              (unsigned long long)st->global_step, (unsigned long long)st->epoch,
+              (unsigned long long)st->step_in_epoch, o->steps, (unsigned long long)t->steps_per_epoch);
+    return 3;
+  }
+  t->start_step = st->global_step;
+  t->epoch = st->epoch;
+  t->mb_in_epoch = st->step_in_epoch;
+  t->resume_loss_acc = st->loss_sum;
+  t->resume_n_acc = (long)st->loss_steps;
+  ddp_batch_t b;
+  APP_CHECK(ddp_loader_start_epoch(t->loader, t->epoch));
+  for (uint64_t k = 0; k < t->mb_in_epoch; k++) APP_CHECK(ddp_loader_next(t->loader, &b));
+  return 0;
+}
+
+/* Collective: the checkpoint after `step` steps (parameters, AdamW state gathered from the
+ * shards with --zero, data position, the current log line's sums), rank 0 writing it. */
+static int save_checkpoint(trainer_t *t, uint64_t step, double loss_acc, long n_acc) {
+  const opts_t *o = &t->o;
+  if (o->zero) APP_CHECK(ddp_reducer_param_wait(t->reducer, SIZE_MAX));
+  ckpt_state_t st = {.batch = (uint64_t)o->batch, .seed = o->seed, .epoch = t->epoch,
+                     .step_in_epoch = t->mb_in_epoch, .global_step = step, .loss_sum = loss_acc,
+                     .loss_steps = (uint64_t)n_acc, .epochs = (uint64_t)o->steps,
+                     .optim = TRAIN_OPTIM_ADAMW, .nstate = 2,
+                     .optim_steps = train_optim_steps(t->opt[0])};
+  model_name(o, st.model, sizeof st.model);
+  train_restart_layout_t lay = restart_layout(t);
+  return train_restart_save(&t->rst, &lay, &st);
+}
+
 static void print_header(const trainer_t *t) {
   const opts_t *o = &t->o;
   const gpt_t *m = &t->m;
@@ -492,27 +602,64 @@ static void print_header(const trainer_t *t) {
              o->zero == 1 ? "1" : o->zero == 2 ? "2" : "", o->threads);
   }
   printf("# %.1f MFLOP per token (6 (12 L C^2 + V C) + 12 L T C)\n", gpt_flops_per_token(&o->cfg) / 1e6);
+  if (t->rst.resumed)
+    printf("# resumed from %s at step %llu (epoch %llu, micro-batch %llu)\n", t->rst.resume_path,
+           (unsigned long long)t->start_step, (unsigned long long)t->epoch + 1,
+           (unsigned long long)t->mb_in_epoch);
   printf("%6s %10s %10s %10s %9s\n", "step", "train_loss", "val_loss", "tokens/s", "ms/step");
   fflush(stdout);
 }
 
+/* Rank 0's closing lines after `steps` steps in t_all seconds: throughput, the parameters'
+ * CRC, the reducer's overlap, the restart costs. */
+static int report(trainer_t *t, long steps, double t_all) {
+  const opts_t *o = &t->o;
+  if (t->o.zero) APP_CHECK(ddp_reducer_param_wait(t->reducer, SIZE_MAX));
+  if (t->rank != 0) return 0;
+  double tps = t_all > 0 ? (double)o->batch * o->accum * o->cfg.seq * t->size * steps / t_all : 0.0;
+  printf("# %ld steps in %.1f s: %.0f tokens/s, %.1f ms/step, %.2f GFLOP/s per rank (model FLOPs)\n",
+         steps, t_all, tps, steps ? 1e3 * t_all / steps : 0.0,
+         tps * gpt_flops_per_token(&o->cfg) / t->size / 1e9);
+  printf("# final parameters: CRC32 0x%08x over %zu f32 values\n",
+         ckpt_crc32(t->m.param_block, sizeof(float) * t->m.total), t->m.total);
+  ddp_reducer_stats_t rs;
+  if (t->reducer && ddp_reducer_stats(t->reducer, &rs) == DDP_OK && rs.iterations)
+    printf("# reducer: %zu buckets, comm %.3f ms/step, exposed %.3f ms/step, %.0f%% hidden\n",
+           rs.nbuckets, rs.comm_ms_avg, rs.exposed_ms_avg, 100.0 * rs.hidden_fraction);
+  train_restart_print_stats(&t->rst);
+  return 0;
+}
+
+/* The run stopped before its last step: on request (every rank after the same step; its
+ * checkpoint unless the --checkpoint-every save of this very step just did), or --stop-after. */
+static void report_stop(trainer_t *t, long done, double loss_acc, long n_acc) {
+  if (!t->rst.stop_sig) {
+    if (t->rank == 0) printf("# stopped after step %ld (--stop-after)\n", done);
+    return;
+  }
+  int ok = t->rst.saved_ok;
+  if (t->rst.saved_step != (uint64_t)done) ok = save_checkpoint(t, (uint64_t)done, loss_acc, n_acc) == 0;
+  train_restart_print_stop(&t->rst, (uint64_t)done, NULL, ok);
+}
+
+/* The steps from the resume position on: one line per --log-every steps, validation,
+ * checkpoints (every --checkpoint-every steps, else at the end), stopping on request or
+ * --stop-after. */
 static int train(trainer_t *t) {
   const opts_t *o = &t->o;
   int (*step)(trainer_t *, float, double *, double *, int) = o->lanes ? step_lanes : step_reducer;
   double tokens_per_step = (double)o->batch * o->accum * o->cfg.seq * t->size;
-  double loss_acc = 0.0, t_line = 0.0, t_all = 0.0;
-  long n_acc = 0;
-  double val = NAN;
-  for (long s = 0; s < o->steps; s++) {
+  double loss_acc = t->resume_loss_acc, t_line = 0.0, t_all = 0.0, val = NAN;
+  long n_acc = t->resume_n_acc, s0 = (long)t->start_step, done = s0;
+  int stop = 0, stopped = 0;
+  for (long s = s0; s < o->steps && !stopped; s++) {
     double lr = train_lr(o->lr, (uint64_t)s, t->warmup, (uint64_t)o->steps), loss = 0.0, gn = 0.0;
     double t0 = train_now();
     if (step(t, (float)lr, &loss, &gn, s == 0) != 0) return 1;
     double dt = train_now() - t0;
-    t_line += dt, t_all += dt;
-    /* the ranks' mean loss, on every rank (and a step boundary every rank passes) */
-    double mean = loss;
-    APP_CHECK(ddp_allreduce(t->comm, DDP_IN_PLACE, &mean, 1, DDP_F64, DDP_SUM, NULL));
-    mean /= t->size;
+    t_line += dt, t_all += dt, done = s + 1;
+    /* the ranks' mean loss on every rank, and their stop flags: a step boundary all pass */
+    double mean = train_restart_agree(&t->rst, loss, &stop);
     loss_acc += mean, n_acc++;
     if (t->steplog)
       fprintf(t->steplog, "%ld %.9g %.9g %.9g\n", s + 1, mean, lr, gn), fflush(t->steplog);
@@ -526,20 +673,13 @@ static int train(trainer_t *t) {
       fflush(stdout);
     }
     if ((s + 1) % o->log_every == 0 || last) loss_acc = 0.0, n_acc = 0, t_line = 0.0;
+    if (train_restart_enabled(&t->rst) && (o->checkpoint_every ? (s + 1) % o->checkpoint_every == 0 : last))
+      save_checkpoint(t, (uint64_t)(s + 1), loss_acc, n_acc);
+    if (!last && stop) t->rst.stop_sig = stop; /* the last step: finished, its checkpoint written */
+    stopped = !last && (stop || (o->stop_after && s + 1 >= o->stop_after));
   }
-  if (t->o.zero) APP_CHECK(ddp_reducer_param_wait(t->reducer, SIZE_MAX));
-  if (t->rank == 0) {
-    double tps = tokens_per_step * o->steps / t_all, fpt = gpt_flops_per_token(&o->cfg);
-    printf("# %ld steps in %.1f s: %.0f tokens/s, %.1f ms/step, %.2f GFLOP/s per rank (model FLOPs)\n",
-           o->steps, t_all, tps, 1e3 * t_all / o->steps, tps * fpt / t->size / 1e9);
-    printf("# final parameters: CRC32 0x%08x over %zu f32 values\n",
-           ckpt_crc32(t->m.param_block, sizeof(float) * t->m.total), t->m.total);
-    ddp_reducer_stats_t rs;
-    if (t->reducer && ddp_reducer_stats(t->reducer, &rs) == DDP_OK && rs.iterations)
-      printf("# reducer: %zu buckets, comm %.3f ms/step, exposed %.3f ms/step, %.0f%% hidden\n",
-             rs.nbuckets, rs.comm_ms_avg, rs.exposed_ms_avg, 100.0 * rs.hidden_fraction);
-  }
-  return 0;
+  if (stopped) report_stop(t, done, loss_acc, n_acc);
+  return stopped ? 0 : report(t, done - s0, t_all);
 }
 
 static void cleanup(trainer_t *t) {
@@ -554,6 +694,8 @@ static void cleanup(trainer_t *t) {
   free(t->tok), free(t->tgt), free(t->shard_begin), free(t->shard_count);
   free(t->pp), free(t->gp), free(t->bp), free(t->cp);
   free(t->grad64), free(t->lane_tok), free(t->lane_tgt);
+  free(t->gidx), free(t->state_ptr);
+  train_restart_destroy(&t->rst);
 }
 
 int main(int argc, char **argv) {
@@ -573,21 +715,28 @@ int main(int argc, char **argv) {
   APP_CHECK(ddp_comm_info(t.comm, &ci));
   app_blas_note(ci.local_rank == 0, 1);
   openblas_set_num_threads(t.o.threads);
+  train_restart_opts_t ro = {.app = "gpt_train", .dir = t.o.checkpoint_dir, .resume = t.o.resume,
+                             .keep = (unsigned)t.o.keep};
+  if (train_restart_init(&t.rst, &ro, t.comm) != 0) { /* every rank leaves together */
+    ddp_finalize(&t.comm);
+    return 2;
+  }
   int ok = setup_data(&t) == 0;
   ok = ok && setup_model(&t) == 0;
   int all = 0;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, t.world);
-  if (!all) {
+  int rc = all ? resume(&t) : 2; /* a refused checkpoint: 3 on every rank, nothing written */
+  if (rc != 0) {
     cleanup(&t);
     ddp_finalize(&t.comm);
-    return 2;
+    return rc;
   }
   t.warmup = t.o.warmup >= 0 ? (uint64_t)t.o.warmup : train_default_warmup((uint64_t)t.o.steps);
-  if (t.o.log_steps && t.rank == 0 && !(t.steplog = fopen(t.o.log_steps, "w")))
+  if (t.o.log_steps && t.rank == 0 && !(t.steplog = fopen(t.o.log_steps, t.rst.resumed ? "a" : "w")))
     fprintf(stderr, "gpt_train: cannot write %s: %s\n", t.o.log_steps, strerror(errno));
   print_header(&t);
-  int rc = train(&t);
+  rc = train(&t);
   cleanup(&t);
   APP_CHECK(ddp_finalize(&t.comm));
-  return rc;
+  return rc ? rc : t.rst.stop_sig ? TRAIN_RESTART_EXIT : 0;
 }

@@ -1,6 +1,7 @@
 # Tests of gpt_train (label gpt): agreement with PyTorch at np 1 and 2 (losses of 20 steps,
 # step 1's gradients), --deterministic giving the same parameters at np 1, 2 and 4, and
-# --recompute / --zero 1 / --zero 2 giving those of the plain run.
+# --recompute / --zero 1 / --zero 2 giving those of the plain run, and resuming (--stop-after,
+# SIGUSR1, --zero 1) giving those of the uninterrupted run.
 # Small sizes (2 layers, 64 dims, 96 tokens): seconds each.
 if(TARGET gpt_train)
   set(DDP_GPT_TMP ${CMAKE_CURRENT_BINARY_DIR}/gpt_tmp)
@@ -20,4 +21,5 @@ if(TARGET gpt_train)
   ddp_add_gpt_check(gpt_vs_torch_np2 torch 2)
   ddp_add_gpt_check(gpt_determ_np124 determ 0)
   ddp_add_gpt_check(gpt_variants_np2 variants 2)
+  ddp_add_gpt_check(gpt_resume_np2 resume 2)
 endif()
