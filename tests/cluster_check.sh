@@ -239,7 +239,8 @@ badlink)
   ;;
 elastic)
   # 400 steps of global batch 32 (4 lanes: 2 and 4 ranks give the same bits), a checkpoint
-  # every 10; the events wait for checkpoints, so the run is long enough whatever the speed.
+  # every 10; the events wait for checkpoints (h2 dies after step 20, returns after the 2-rank
+  # job's first one), which leaves the 2-rank job over 300 steps to be asked to grow (--poll 1).
   args=(--epochs 1 --batch 8 --limit-steps 400 --limit-test 50 --no-progress --deterministic 4)
   # The same OpenBLAS kernel on every rank: a rank started through the ssh replacement gets a
   # fresh environment and picks its own, while the ranks on the head host inherit this shell's
@@ -271,7 +272,7 @@ elastic)
     # shellcheck disable=SC2086
     kill -KILL $victims
     say "h2 killed after checkpoint $(latest) ($(since "$t0") s)"
-    if wait_for 60 logged 'elastic: world 4 -> 2' && s2=$(latest) && wait_for 60 past $((s2 + 20)); then
+    if wait_for 60 logged 'elastic: world 4 -> 2' && s2=$(latest) && wait_for 60 past $((s2 + 10)); then
       printf 'h1 slots=2\nh2 slots=2\n' >hosts
       say "h2 back after checkpoint $(latest) of the 2-rank job ($(since "$t0") s)"
     else

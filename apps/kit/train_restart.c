@@ -122,10 +122,12 @@ static int pick_resume(train_restart_t *r, const ckpt_state_t *want, const size_
       }
       continue;
     }
-    /* Another world size, when the program takes it: the global batch is its to keep. */
-    int other = r->view.st.world != r->size && r->o.elastic;
+    /* want->world 0: any writer's rank count (the caller maps it). Another world size that
+     * the program takes (o.elastic): the global batch is its to keep, not the per-rank one. */
+    int world = want->world ? want->world : r->view.st.world;
+    int other = r->view.st.world != world && r->o.elastic;
     if (ckpt_check_compatible(r->buf, &r->view, want->model, counts, want->nparams,
-                              other ? r->view.st.world : r->size,
+                              other ? r->view.st.world : world,
                               other ? r->view.st.batch : want->batch, want->seed, err,
                               sizeof err) != 0 ||
         ckpt_check_optim(&r->view, want->optim, optim_name, want->nstate, err, sizeof err) != 0 ||

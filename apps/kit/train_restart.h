@@ -95,8 +95,10 @@ int train_restart_enabled(const train_restart_t *r);
 /* Collective, with o->resume set (else a no-op). Rank 0 picks the checkpoint: --resume PATH,
  * or auto: the newest of the folder that validates (falling back past damaged ones, saying
  * so), or --checkpoint FILE when it exists; one of another run (want's model, nparams, world,
- * batch, seed; counts; optimizer kind `optim_name` and nstate) is refused, never skipped (another
- * world size is left to o->elastic, its batch then being the file's business). Its
+ * batch, seed; counts; optimizer kind `optim_name` and nstate) is refused, never skipped.
+ * want->world 0 accepts any writer's rank count (a caller that maps the position and the
+ * shards to its own world: r->view.st.world is the writer's); another world size is also
+ * taken when o->elastic says it fits (the file's batch is then the program's to re-plan). Its
  * bytes go to every rank. Returns 0 (r->resumed: 1 loaded, 0 nothing to resume) or 3 on every
  * rank when refused (rank 0 said why). */
 int train_restart_load(train_restart_t *r, const ckpt_state_t *want, const size_t *counts,
