@@ -11,8 +11,8 @@
 #
 # --minutes sets the step count: a short calibration run measures ms/step, and the run gets
 # the steps that fill M minutes (the cosine schedule needs its length up front). Defaults: 30,
-# 2, 0.4, out/gpt_long, build, a checkpoint every 1/20 of the steps, validation every 1/30 of
-# them over 256 windows. Needs gpt_train's --checkpoint-dir and --resume auto (exits 2 naming
+# 2, 0.4, out/gpt_long, build, a checkpoint and a validation (64 windows, ~1.3 steps' time)
+# every 1/20 of the steps; the kill waits for a step half way between two checkpoints. Needs gpt_train's --checkpoint-dir and --resume auto (exits 2 naming
 # them when the binary has none). Writes OUT/run1.txt (killed), OUT/run2.txt (resumed),
 # OUT/curve.txt (the two joined), OUT/loss.png, OUT/summary.json.
 set -uo pipefail
@@ -49,18 +49,25 @@ launch=(tools/mpilaunch -n "$np")
 ms=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 { v = $5 } END { print v }' "$out/calib.txt")
 steps=$(awk -v m="$minutes" -v ms="$ms" 'BEGIN { s = int(m * 60000 / ms); print s < 20 ? 20 : s }')
 ck_every=${ck_every:-$(( steps / 20 > 1 ? steps / 20 : 1 ))}
-val_every=$(( steps / 30 > 1 ? steps / 30 : 1 ))
-log_every=$(( val_every / 3 > 1 ? val_every / 3 : 1 ))
+log_every=$(( steps / 60 > 1 ? steps / 60 : 1 ))
+val_every=$(( 3 * log_every )) # on a printed line (gpt_train prints a validation on those only)
 kill_s=$(awk -v m="$minutes" -v f="$kill_at" 'BEGIN { printf "%d", m * 60 * f }')
 echo "# gpt_long: $ms ms/step calibrated: $steps steps (~$minutes min), checkpoint every $ck_every, validation every $val_every; SIGKILL to one rank after ${kill_s} s"
-args=("${extra[@]}" --steps "$steps" --log-every "$log_every" --val-every "$val_every" --val-windows 256
+args=("${extra[@]}" --steps "$steps" --log-every "$log_every" --val-every "$val_every" --val-windows 64
       --checkpoint-dir "$ck" --checkpoint-every "$ck_every")
 
-# 2. the run, killed: SIGKILL to one rank process after kill_s seconds
+# 2. the run, killed: SIGKILL to one rank process after kill_s seconds, once the last logged step
+# is half way between two checkpoints (so the resumed run has steps to redo, and to compare)
 t0=$(date +%s)
 "${launch[@]}" "$train" "${args[@]}" --log-steps "$out/steps1.log" >"$out/run1.txt" 2>&1 &
 job=$!
 sleep "$kill_s"
+half=$(( ck_every / 2 )) # 0 with a checkpoint every step: nothing to redo, kill at once
+while kill -0 "$job" 2>/dev/null; do
+  last=$(tail -n 1 "$out/steps1.log" 2>/dev/null | cut -d' ' -f1)
+  [ -n "$last" ] && [ $(( last % ck_every )) = "$half" ] && break
+  sleep 0.1
+done
 victim=$(pgrep -f -- "--checkpoint-dir $ck" | while read -r p; do
   [ "$(cat /proc/"$p"/comm 2>/dev/null)" = gpt_train ] && echo "$p"; done | tail -1)
 if [ -z "$victim" ]; then
@@ -98,4 +105,5 @@ json.dump({"np": int(np_), "steps": int(steps), "calibrated_ms_step": float(ms),
            "resumed_at_step": int(first2), "steps_redone": int(overlap), "steps_redone_identical": int(same),
            "final_val_loss": float(final) if final else None}, open(f"{out}/summary.json", "w"), indent=1)
 PY
+[ "$overlap" -gt 0 ] || echo "gpt_long: no step to compare (killed right after a checkpoint)" >&2
 [ "$same" = "$overlap" ] || { echo "gpt_long: the resumed run differs from the killed one" >&2; exit 1; }
