@@ -17,6 +17,9 @@
 #                                    $MPIDDP_CLUSTER_HEAD) with the cluster's flags; HOSTS like
 #                                    h1:2,h2:2; NAME=VALUE for every rank, and every rank gets
 #                                    DDP_WORLD_SIZE=NP (ddp_init fails on another world size)
+#                                    and this shell's OPENBLAS_CORETYPE when set (a rank started
+#                                    on another host gets a fresh environment and would pick
+#                                    its own kernel: other bits than the head host's ranks)
 #   cluster.sh hydra HOSTS NP [NAME=VALUE...] PROG [ARGS...]   the same with MPICH's Hydra
 #                                    (MPIDDP_CLUSTER_MPIEXEC, default mpiexec.mpich) over UCX
 #   cluster.sh shape HOST rate R [burst BYTES] | delay MS loss PCT | off   shape HOST's link
@@ -350,6 +353,7 @@ cmd_mpirun() {
   shift 3
   ompi_flags "$pml"
   OMPI+=(-x "DDP_WORLD_SIZE=$np")
+  [ -n "${OPENBLAS_CORETYPE+x}" ] && OMPI+=(-x "OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE")
   while [[ $1 =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; do OMPI+=(-x "$1"); shift; done
   cmd_exec "${MPIDDP_CLUSTER_HEAD:-h1}" "${OMPI[@]}" --host "$hosts" -np "$np" "$@"
 }
@@ -361,6 +365,7 @@ cmd_hydra() {
   shift 2
   hydra_flags
   HYDRA+=(-genv DDP_WORLD_SIZE "$np")
+  [ -n "${OPENBLAS_CORETYPE+x}" ] && HYDRA+=(-genv OPENBLAS_CORETYPE "$OPENBLAS_CORETYPE")
   while [[ $1 =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; do HYDRA+=(-genv "${1%%=*}" "${1#*=}"); shift; done
   cmd_exec "${MPIDDP_CLUSTER_HEAD:-h1}" "${HYDRA[@]}" -hosts "$hosts" -n "$np" "$@"
 }
