@@ -242,13 +242,8 @@ elastic)
   # every 10; the events wait for checkpoints (h2 dies after step 20, returns after the 2-rank
   # job's first one), which leaves the 2-rank job over 300 steps to be asked to grow (--poll 1).
   args=(--epochs 1 --batch 8 --limit-steps 400 --limit-test 50 --no-progress --deterministic 4)
-  # The same OpenBLAS kernel on every rank: a rank started through the ssh replacement gets a
-  # fresh environment and picks its own, while the ranks on the head host inherit this shell's
-  # OPENBLAS_CORETYPE (when set); with other kernels on other ranks, the bits depend on the layout.
-  blas=()
-  [ -n "${OPENBLAS_CORETYPE+x}" ] && blas=("OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE")
   t0=$(now)
-  run ref.out ob1 h1:2,h2:2 4 "${blas[@]}" "$train" "${args[@]}"
+  run ref.out ob1 h1:2,h2:2 4 "$train" "${args[@]}"
   say "uninterrupted 4 ranks: $(since "$t0") s, $(crc ref.out)"
   latest() { local f; f=$(head -n 1 ck/LATEST 2>/dev/null) || { echo 0; return; }; f=${f#ckpt-}; echo $((10#${f%.ddp})); }
   wait_for() { # SECONDS CONDITION...: polls the condition every 0.1 s
@@ -263,7 +258,7 @@ elastic)
   printf 'h1 slots=2\nh2 slots=2\n' >hosts
   t0=$(now)
   bash "$src/apps/ddp_run" --elastic 2:4 --hostfile hosts --poll 1 --backoff 1 -- \
-    "$cl" mpirun ob1 {hosts} {np} "${blas[@]}" "$train" "${args[@]}" --checkpoint-dir ck --checkpoint-every 10 \
+    "$cl" mpirun ob1 {hosts} {np} "$train" "${args[@]}" --checkpoint-dir ck --checkpoint-every 10 \
     >run.out 2>run.log &
   job=$!
   if wait_for 60 past 20; then
